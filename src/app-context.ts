@@ -1,0 +1,25 @@
+import type { Authenticator } from './auth/authenticator.js';
+import type { GatewayConfig } from './config/gateway-config.js';
+import type { Store } from './store/types.js';
+
+/** Drain state: set by the process on SIGTERM, read by hooks and probes. */
+export interface Lifecycle {
+  draining: boolean;
+  inFlight: number;
+}
+
+/** What route plugins are given: the app's dependencies, built once by buildApp. */
+export interface AppContext {
+  config: GatewayConfig;
+  store: Store;
+  authenticator: Authenticator;
+  adminToken: string | undefined;
+  now: () => number;
+  lifecycle: Lifecycle;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: import('./store/types.js').KeyPrincipal | null;
+  }
+}

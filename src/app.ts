@@ -1,0 +1,97 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { Logger } from 'pino';
+import type { AppContext } from './app-context.js';
+import { Authenticator, type AuthEvents } from './auth/authenticator.js';
+import { KeyCache } from './auth/key-cache.js';
+import type { GatewayConfig } from './config/gateway-config.js';
+import { installErrorHandling } from './http/error-handler.js';
+import { shuttingDown } from './http/errors.js';
+import { installJsonParser } from './http/json-body.js';
+import { requestIdOf } from './http/request-id.js';
+import { installValidators } from './http/validation.js';
+import { adminRoutes } from './routes/admin.js';
+import { healthRoutes } from './routes/health.js';
+import { v1Routes } from './routes/v1.js';
+import type { Store } from './store/types.js';
+
+export interface AppDeps {
+  config: GatewayConfig;
+  store: Store;
+  logger?: Logger | false;
+  adminToken?: string;
+  now?: () => number;
+  authEvents?: AuthEvents;
+}
+
+export interface App {
+  app: FastifyInstance;
+  ctx: AppContext;
+}
+
+/** Builds the HTTP app from its dependencies; no process globals, so tests build it freely. */
+export async function buildApp(deps: AppDeps): Promise<App> {
+  const { config, store } = deps;
+  const app = Fastify({
+    loggerInstance: (deps.logger || undefined) as FastifyBaseLogger | undefined,
+    bodyLimit: config.server.body_limit_bytes,
+    trustProxy: config.server.trust_proxy,
+    genReqId: requestIdOf,
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    return503OnClosing: false,
+  });
+
+  const now = deps.now ?? Date.now;
+  const authenticator = new Authenticator({
+    store,
+    cache: new KeyCache(config.auth.cache_ttl_ms),
+    failedAttempts: store.createLimiter({
+      keyPrefix: 'auth-failures',
+      points: config.auth.failed_attempts.max,
+      durationSeconds: config.auth.failed_attempts.window_seconds,
+      blockDurationSeconds: config.auth.failed_attempts.block_seconds,
+    }),
+    events: deps.authEvents,
+    now,
+    onBackgroundError: (error) => app.log.warn({ err: error }, 'background store write failed'),
+  });
+  const ctx: AppContext = {
+    config,
+    store,
+    authenticator,
+    adminToken: deps.adminToken,
+    now,
+    lifecycle: { draining: false, inFlight: 0 },
+  };
+
+  installValidators(app);
+  installJsonParser(app);
+  installErrorHandling(app, config.server.body_limit_bytes);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    ctx.lifecycle.inFlight++;
+    // 'close' fires for finished and for aborted responses alike.
+    reply.raw.once('close', () => ctx.lifecycle.inFlight--);
+    if (ctx.lifecycle.draining && !request.url.startsWith('/livez') && !request.url.startsWith('/readyz')) {
+      throw shuttingDown();
+    }
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'nova-gateway', version: '1' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes, { ctx });
+  await app.register(v1Routes, { ctx });
+  if (deps.adminToken) await app.register(adminRoutes, { ctx, adminToken: deps.adminToken });
+
+  await app.ready();
+  return { app, ctx };
+}

@@ -1,0 +1,108 @@
+import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { expiredApiKey, invalidApiKey, missingApiKey, rateLimitExceeded } from '../http/errors.js';
+import type { KeyPrincipal, Store } from '../store/types.js';
+import { hashSecret, isWellFormedSecret } from './key-format.js';
+import type { KeyCache } from './key-cache.js';
+
+const TOUCH_INTERVAL_MS = 60_000;
+
+export interface AuthEvents {
+  cacheHit(): void;
+  cacheMiss(): void;
+  failure(reason: 'missing' | 'malformed' | 'unknown' | 'expired' | 'throttled'): void;
+}
+
+const noEvents: AuthEvents = { cacheHit() {}, cacheMiss() {}, failure() {} };
+
+export interface AuthenticatorOptions {
+  store: Store;
+  cache: KeyCache;
+  /** Counts failed attempts per client address; only failures consume points. */
+  failedAttempts: RateLimiterAbstract;
+  events?: AuthEvents;
+  now?: () => number;
+  onBackgroundError?: (error: unknown) => void;
+}
+
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+/** Resolves `Authorization: Bearer …` to the key's principal, from the cache when it can. */
+export class Authenticator {
+  private readonly lastTouched = new Map<string, number>();
+  private readonly events: AuthEvents;
+  private readonly now: () => number;
+
+  constructor(private readonly options: AuthenticatorOptions) {
+    this.events = options.events ?? noEvents;
+    this.now = options.now ?? Date.now;
+    options.store.invalidation.subscribe(
+      (hashes) => options.cache.delete(hashes),
+      () => options.cache.clear(),
+    );
+  }
+
+  async authenticate(authorization: string | undefined, clientAddress: string): Promise<KeyPrincipal> {
+    const secret = bearerToken(authorization);
+    if (secret === undefined) {
+      this.events.failure('missing');
+      throw missingApiKey();
+    }
+    if (!isWellFormedSecret(secret)) return this.fail('malformed', clientAddress);
+    const hash = hashSecret(secret);
+    let principal = this.options.cache.get(hash);
+    if (principal) {
+      this.events.cacheHit();
+    } else {
+      this.events.cacheMiss();
+      principal = (await this.options.store.apiKeys.resolve(hash)) ?? undefined;
+      if (principal) this.options.cache.set(hash, principal);
+    }
+    const now = this.now();
+    if (!principal) return this.fail('unknown', clientAddress);
+    if (principal.validUntilMs !== null && principal.validUntilMs <= now) {
+      this.options.cache.delete([hash]);
+      return this.fail('unknown', clientAddress);
+    }
+    if (principal.expiresAtMs !== null && principal.expiresAtMs <= now) {
+      this.events.failure('expired');
+      throw expiredApiKey();
+    }
+    this.touch(principal, now);
+    return principal;
+  }
+
+  /** Drops cached entries now and tells the other replicas to. */
+  async invalidate(secretHashes: string[]): Promise<void> {
+    this.options.cache.delete(secretHashes);
+    await this.options.store.invalidation.publish(secretHashes);
+  }
+
+  private async fail(reason: 'malformed' | 'unknown', clientAddress: string): Promise<never> {
+    try {
+      await this.options.failedAttempts.consume(clientAddress);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        this.events.failure('throttled');
+        throw rateLimitExceeded(rejection.msBeforeNext / 1000, 'Too many failed authentication attempts from this address.');
+      }
+      this.options.onBackgroundError?.(rejection);
+    }
+    this.events.failure(reason);
+    throw invalidApiKey();
+  }
+
+  /** last_used_at is written at most once a minute per key and replica, off the request path. */
+  private touch(principal: KeyPrincipal, now: number): void {
+    const last = this.lastTouched.get(principal.keyId) ?? 0;
+    if (now - last < TOUCH_INTERVAL_MS) return;
+    this.lastTouched.set(principal.keyId, now);
+    if (this.lastTouched.size > 100_000) this.lastTouched.clear();
+    this.options.store.apiKeys
+      .touch(principal.projectId, principal.keyId, new Date(now).toISOString())
+      .catch((error: unknown) => this.options.onBackgroundError?.(error));
+  }
+}

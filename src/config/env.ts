@@ -1,0 +1,67 @@
+import { ConfigError } from './load-config.js';
+
+export interface ProcessSettings {
+  host: string;
+  port: number;
+  metricsPort: number;
+  redisUrl: string | undefined;
+  redisMode: 'standalone' | 'cluster';
+  configPath: string;
+  adminToken: string | undefined;
+  logLevel: string;
+  drainTimeoutMs: number | undefined;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) {
+    throw new ConfigError(`environment variable ${name} must be a port number 0..65535`);
+  }
+  return value;
+}
+
+/** Reads the environment variables of DESIGN.md section 2; a bad value names the variable. */
+export function readProcessSettings(env: NodeJS.ProcessEnv = process.env): ProcessSettings {
+  const redisUrl = env.REDIS_URL || undefined;
+  const redisMode = (env.REDIS_MODE || 'standalone') as ProcessSettings['redisMode'];
+  if (redisMode !== 'standalone' && redisMode !== 'cluster') {
+    throw new ConfigError('environment variable REDIS_MODE must be "standalone" or "cluster"');
+  }
+  if (redisUrl !== undefined) {
+    for (const url of redisUrl.split(',')) {
+      if (!/^rediss?:\/\/./.test(url.trim())) {
+        throw new ConfigError('environment variable REDIS_URL must be a redis:// or rediss:// URL');
+      }
+    }
+  }
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`environment variable LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const adminToken = env.NOVA_ADMIN_TOKEN || undefined;
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new ConfigError('environment variable NOVA_ADMIN_TOKEN must be at least 16 characters');
+  }
+  let drainTimeoutMs: number | undefined;
+  if (env.NOVA_DRAIN_TIMEOUT_MS) {
+    drainTimeoutMs = Number(env.NOVA_DRAIN_TIMEOUT_MS);
+    if (!Number.isInteger(drainTimeoutMs) || drainTimeoutMs < 0) {
+      throw new ConfigError('environment variable NOVA_DRAIN_TIMEOUT_MS must be a whole number of milliseconds');
+    }
+  }
+  return {
+    host: env.HOST || '0.0.0.0',
+    port: port(env, 'PORT', 8080),
+    metricsPort: port(env, 'METRICS_PORT', 9464),
+    redisUrl,
+    redisMode,
+    configPath: env.NOVA_CONFIG || 'config/gateway.yaml',
+    adminToken,
+    logLevel,
+    drainTimeoutMs,
+  };
+}

@@ -1,0 +1,84 @@
+import { readFile } from 'node:fs/promises';
+import { Ajv, type ErrorObject } from 'ajv';
+import { parse as parseYaml } from 'yaml';
+import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js';
+import { withDefaults, type GatewayConfig } from './gateway-config.js';
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+const ajv = new Ajv({ allErrors: false, strict: false });
+const validateRaw = ajv.compile<RawGatewayConfig>(GatewayConfigSchema);
+
+function fieldOf(error: ErrorObject): string {
+  const path = error.instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part}`))
+    .join('')
+    .replace(/^\./, '');
+  const extra =
+    error.keyword === 'required'
+      ? (error.params as { missingProperty: string }).missingProperty
+      : error.keyword === 'additionalProperties'
+        ? (error.params as { additionalProperty: string }).additionalProperty
+        : undefined;
+  if (extra === undefined) return path || '(root)';
+  return path ? `${path}.${extra}` : extra;
+}
+
+/** Validates a parsed config object; throws a ConfigError naming the offending field. */
+export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  if (!validateRaw(input)) {
+    const error = validateRaw.errors![0]!;
+    const reason = error.keyword === 'additionalProperties' ? 'is not a known field' : error.message;
+    throw new ConfigError(`config field "${fieldOf(error)}" ${reason}`);
+  }
+  const seen = new Set<string>();
+  input.models.forEach((model, index) => {
+    const at = `models[${index}]`;
+    if (seen.has(model.id)) throw new ConfigError(`config field "${at}.id" repeats the model id "${model.id}"`);
+    seen.add(model.id);
+    if ((model.provider === undefined) === (model.upstream === undefined)) {
+      throw new ConfigError(`config field "${at}" must set exactly one of "provider" or "upstream"`);
+    }
+    if (model.upstream !== undefined) {
+      try {
+        new URL(model.upstream);
+      } catch {
+        throw new ConfigError(`config field "${at}.upstream" is not a valid URL`);
+      }
+    }
+    if (model.api_key_env !== undefined && !env[model.api_key_env]) {
+      throw new ConfigError(`config field "${at}.api_key_env" names the environment variable ${model.api_key_env}, which is not set`);
+    }
+  });
+  return withDefaults(input);
+}
+
+export function parseConfigText(text: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  if (text.includes('${')) {
+    throw new ConfigError('config may not contain ${VAR} substitutions: pass secrets through the *_env fields');
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`config is not valid YAML: ${(error as Error).message}`);
+  }
+  return validateConfig(parsed, env);
+}
+
+export async function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): Promise<GatewayConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  return parseConfigText(text, env);
+}

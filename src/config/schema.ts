@@ -1,0 +1,84 @@
+import { Type, type Static } from 'typebox';
+
+const ModelEndpoint = Type.Union([
+  Type.Literal('chat'),
+  Type.Literal('images'),
+  Type.Literal('audio'),
+  Type.Literal('fine_tuning'),
+]);
+
+const RateLimitPolicy = Type.Object(
+  {
+    requests_per_minute: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+    burst_limit: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  },
+  { additionalProperties: false },
+);
+
+export const ModelConfigSchema = Type.Object(
+  {
+    id: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' }),
+    provider: Type.Optional(Type.Literal('echo')),
+    upstream: Type.Optional(Type.String({ pattern: '^https?://' })),
+    upstream_model: Type.Optional(Type.String({ minLength: 1 })),
+    api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+    context_window: Type.Optional(Type.Integer({ minimum: 1 })),
+    max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+    owned_by: Type.Optional(Type.String({ minLength: 1 })),
+    endpoints: Type.Optional(Type.Array(ModelEndpoint, { minItems: 1, uniqueItems: true })),
+  },
+  { additionalProperties: false },
+);
+
+export const GatewayConfigSchema = Type.Object(
+  {
+    models: Type.Array(ModelConfigSchema, { minItems: 1 }),
+    defaults: Type.Optional(
+      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy) }, { additionalProperties: false }),
+    ),
+    server: Type.Optional(
+      Type.Object(
+        {
+          body_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 100 * 1024 * 1024 })),
+          drain_timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+          trust_proxy: Type.Optional(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })])),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    auth: Type.Optional(
+      Type.Object(
+        {
+          cache_ttl_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+          failed_attempts: Type.Optional(
+            Type.Object(
+              {
+                max: Type.Integer({ minimum: 1 }),
+                window_seconds: Type.Integer({ minimum: 1 }),
+                block_seconds: Type.Integer({ minimum: 0 }),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    redis: Type.Optional(
+      Type.Object(
+        {
+          command_timeout_ms: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+          key_prefix: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_:-]{1,32}$' })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type RawGatewayConfig = Static<typeof GatewayConfigSchema>;
+export type ModelConfig = Static<typeof ModelConfigSchema>;
+export type ModelEndpointName = Static<typeof ModelEndpoint>;
+export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;

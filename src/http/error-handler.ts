@@ -1,0 +1,45 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ApiError, internalError, invalidParameter, payloadTooLarge, resourceNotFound, storeUnavailable } from './errors.js';
+import { describeValidationError, paramOf } from './validation.js';
+import { StoreUnavailableError } from '../store/types.js';
+
+const CONTENT_TYPE_CODES = new Set(['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'FST_ERR_CTP_INVALID_TYPE', 'FST_ERR_CTP_INVALID_CONTENT_LENGTH']);
+
+/** Maps whatever was thrown to one ApiError; nothing internal reaches the client. */
+export function toApiError(error: unknown, bodyLimit: number): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof StoreUnavailableError) return storeUnavailable();
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation?.length) {
+    const first = fastifyError.validation[0]!;
+    const param = paramOf(first) ?? (fastifyError.validationContext === 'body' ? 'body' : undefined);
+    return invalidParameter(describeValidationError(first), param);
+  }
+  if (fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return payloadTooLarge(bodyLimit);
+  if (fastifyError.code && CONTENT_TYPE_CODES.has(fastifyError.code)) {
+    return invalidParameter('Unsupported Content-Type: send "Content-Type: application/json".', 'content-type');
+  }
+  if (fastifyError.statusCode === 404) return resourceNotFound('route');
+  if (fastifyError.statusCode !== undefined && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
+    return invalidParameter('Malformed request.');
+  }
+  return internalError();
+}
+
+export function installErrorHandling(app: FastifyInstance, bodyLimit: number): void {
+  app.setErrorHandler((error, request, reply) => {
+    const apiError = toApiError(error, bodyLimit);
+    if (apiError.statusCode >= 500 && !(error instanceof ApiError)) {
+      request.log.error({ err: error }, 'request failed');
+    } else if (error instanceof StoreUnavailableError) {
+      request.log.warn({ err: error.cause }, 'store unavailable');
+    }
+    reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const error = resourceNotFound('route');
+    reply.code(404).send({
+      error: { ...error.toBody().error, message: `No route for ${request.method} ${request.url.split('?')[0]}.` },
+    });
+  });
+}

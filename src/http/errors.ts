@@ -1,0 +1,82 @@
+/**
+ * The one error module: every error the gateway answers is an ApiError, and
+ * every framework or library failure is mapped to one here.
+ */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'rate_limit_error'
+  | 'upstream_error'
+  | 'service_unavailable'
+  | 'api_error';
+
+export interface ErrorBody {
+  error: { message: string; type: ErrorType; code: string; param?: string };
+}
+
+export class ApiError extends Error {
+  readonly headers: Record<string, string>;
+  constructor(
+    readonly statusCode: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+    headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.headers = headers;
+  }
+
+  toBody(): ErrorBody {
+    const error: ErrorBody['error'] = { message: this.message, type: this.type, code: this.code };
+    if (this.param !== undefined) error.param = this.param;
+    return { error };
+  }
+}
+
+export const invalidParameter = (message: string, param?: string) =>
+  new ApiError(400, 'invalid_request_error', 'invalid_parameter', message, param);
+
+export const missingApiKey = () =>
+  new ApiError(401, 'authentication_error', 'missing_api_key', 'Missing API key: send "Authorization: Bearer <API_KEY>".');
+
+export const invalidApiKey = () =>
+  new ApiError(401, 'authentication_error', 'invalid_api_key', 'Invalid API key.');
+
+export const expiredApiKey = () =>
+  new ApiError(401, 'authentication_error', 'expired_api_key', 'The API key has expired.');
+
+export const invalidAdminToken = () =>
+  new ApiError(401, 'authentication_error', 'invalid_api_key', 'Invalid admin token.');
+
+export const projectMismatch = (param = 'project_id') =>
+  new ApiError(403, 'permission_error', 'project_mismatch', 'The API key does not belong to this project.', param);
+
+export const resourceNotFound = (what: string, param?: string) =>
+  new ApiError(404, 'not_found_error', 'resource_not_found', `No such ${what}.`, param);
+
+export const modelNotFound = (param = 'model') =>
+  new ApiError(404, 'not_found_error', 'model_not_found', 'The model does not exist or is not available to this project.', param);
+
+export const payloadTooLarge = (limitBytes: number) =>
+  new ApiError(413, 'invalid_request_error', 'payload_too_large', `Request body exceeds the limit of ${limitBytes} bytes.`);
+
+export const rateLimitExceeded = (retryAfterSeconds: number, message = 'Rate limit exceeded for this project.') =>
+  new ApiError(429, 'rate_limit_error', 'rate_limit_exceeded', message, undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
+export const storeUnavailable = () =>
+  new ApiError(503, 'service_unavailable', 'store_unavailable', 'The gateway store is unavailable; retry later.');
+
+export const shuttingDown = () =>
+  new ApiError(503, 'service_unavailable', 'shutting_down', 'The gateway is shutting down; retry on another replica.', undefined, {
+    connection: 'close',
+  });
+
+export const internalError = () =>
+  new ApiError(500, 'api_error', 'internal_error', 'Internal error.');

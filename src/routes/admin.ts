@@ -1,0 +1,114 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../app-context.js';
+import { isAdminToken } from '../auth/admin-token.js';
+import { envelope, envelopeSchema } from '../http/envelope.js';
+import { invalidAdminToken, resourceNotFound } from '../http/errors.js';
+import { mintId } from '../http/ids.js';
+import { errorResponses, IsoTime, Nullable } from '../http/schemas.js';
+import type { ProjectRecord } from '../store/types.js';
+import { ApiKeyFields, apiKeyView, mintApiKey } from './api-key-view.js';
+import { auditEvent } from './audit-event.js';
+
+const RateLimits = Type.Object({ requests_per_minute: Type.Integer(), burst_limit: Type.Integer() });
+const ProjectFields = {
+  name: Type.String(),
+  environment: Nullable(Type.String()),
+  created_at: IsoTime,
+  updated_at: IsoTime,
+  rate_limits: RateLimits,
+};
+const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Type.String() });
+const ProjectParams = Type.Object({ project_id: Type.String({ maxLength: 128 }) });
+
+/** Bootstrap API behind NOVA_ADMIN_TOKEN; not registered at all when the token is unset. */
+export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToken: string }> = async (app, { ctx, adminToken }) => {
+  const { store, now } = ctx;
+
+  app.addHook('onRequest', async (request) => {
+    if (!isAdminToken(request.headers.authorization, adminToken)) throw invalidAdminToken();
+  });
+
+  app.post(
+    '/admin/v1/projects',
+    {
+      schema: {
+        summary: 'Create a project and its first API key (named "default")',
+        body: Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 256 }),
+            environment: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+            requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+            burst_limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: envelopeSchema({ ...ProjectFields, api_key: NewKeyView }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { name, environment, requests_per_minute: rpm, burst_limit: burst } = request.body;
+      const time = now();
+      const at = new Date(time).toISOString();
+      const defaults = ctx.config.defaults.rate_limits;
+      const project: ProjectRecord = {
+        id: mintId('proj', time),
+        name,
+        environment: environment ?? null,
+        created_at: at,
+        updated_at: at,
+        rate_limits: {
+          requests_per_minute: rpm ?? defaults.requests_per_minute,
+          burst_limit: burst ?? defaults.burst_limit,
+        },
+      };
+      const { secret, key } = mintApiKey(project.id, 'default', null, time);
+      await store.projects.create(project, key, [
+        auditEvent(request, 'project.create', project.id, null, time),
+        auditEvent(request, 'api_key.create', project.id, key.record.id, time),
+      ]);
+      request.log.info({ project_id: project.id, key_id: key.record.id }, 'project created');
+      const { id, ...fields } = project;
+      return envelope(id, { ...fields, api_key: { ...apiKeyView(key.record), secret } });
+    },
+  );
+
+  app.post(
+    '/admin/v1/projects/:project_id/api-keys',
+    {
+      schema: {
+        summary: 'Create a key for a project (recovery when a project has lost its keys)',
+        params: ProjectParams,
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false }),
+        response: { 200: envelopeSchema({ ...ApiKeyFields, secret: Type.String() }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      const time = now();
+      const { secret, key } = mintApiKey(projectId, request.body.name, null, time);
+      await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
+      return envelope(key.record.id, { ...apiKeyView(key.record), secret });
+    },
+  );
+
+  app.get(
+    '/admin/v1/projects/:project_id/audit',
+    {
+      schema: {
+        summary: 'Audit trail of a project: key creation, rotation and revocation, newest first',
+        params: ProjectParams,
+        querystring: Type.Object(
+          { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, { data: await store.audit.list(projectId, request.query.limit ?? 100) });
+    },
+  );
+};

@@ -1,0 +1,157 @@
+import { EventEmitter } from 'node:events';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { principalOf } from '../principal.js';
+import type {
+  ApiKeyRecord,
+  ApiKeyStore,
+  AuditEvent,
+  AuditStore,
+  InvalidationBus,
+  KeyPrincipal,
+  LimiterOptions,
+  NewKey,
+  ProjectRecord,
+  ProjectStore,
+  Store,
+} from '../types.js';
+
+const AUDIT_LIMIT = 10_000;
+
+interface StoredKey {
+  record: ApiKeyRecord;
+  hash: string;
+  previousHash: string | null;
+}
+
+const clone = <T>(value: T): T => structuredClone(value);
+
+/** One process, nothing persisted: for trying the gateway out and for single-replica tests. */
+export class MemoryStore implements Store {
+  readonly kind = 'memory' as const;
+  private readonly projectsById = new Map<string, ProjectRecord>();
+  private readonly keysByProject = new Map<string, Map<string, StoredKey>>();
+  private readonly principals = new Map<string, KeyPrincipal>();
+  private readonly auditByProject = new Map<string, AuditEvent[]>();
+  private readonly bus = new EventEmitter();
+
+  readonly projects: ProjectStore = {
+    create: async (project, firstKey, audit) => {
+      this.projectsById.set(project.id, clone(project));
+      this.insertKey(firstKey);
+      audit.forEach((event) => this.appendAudit(event));
+    },
+    get: async (projectId) => {
+      const project = this.projectsById.get(projectId);
+      return project ? clone(project) : null;
+    },
+  };
+
+  readonly apiKeys: ApiKeyStore = {
+    create: async (key, audit) => {
+      this.insertKey(key);
+      this.appendAudit(audit);
+    },
+    get: async (projectId, keyId) => {
+      const stored = this.keysByProject.get(projectId)?.get(keyId);
+      return stored ? clone(stored.record) : null;
+    },
+    list: async (projectId, limit, before) => {
+      const ids = [...(this.keysByProject.get(projectId)?.keys() ?? [])]
+        .filter((id) => before === null || id < before)
+        .sort()
+        .reverse();
+      const keys = this.keysByProject.get(projectId)!;
+      const page = ids.slice(0, limit).map((id) => clone(keys.get(id)!.record));
+      return { data: page, hasMore: ids.length > limit };
+    },
+    rotate: async (projectId, keyId, { hash: secretHash, redactedValue }, previousValidUntilMs, audit) => {
+      const stored = this.keysByProject.get(projectId)?.get(keyId);
+      if (!stored) return null;
+      const changedHashes = [stored.hash];
+      if (stored.previousHash) {
+        this.principals.delete(stored.previousHash);
+        changedHashes.push(stored.previousHash);
+      }
+      const current = this.principals.get(stored.hash)!;
+      if (previousValidUntilMs === null) {
+        this.principals.delete(stored.hash);
+        stored.previousHash = null;
+      } else {
+        this.principals.set(stored.hash, { ...current, validUntilMs: previousValidUntilMs });
+        stored.previousHash = stored.hash;
+      }
+      this.principals.set(secretHash, { ...current, validUntilMs: null });
+      stored.hash = secretHash;
+      stored.record.redacted_value = redactedValue;
+      stored.record.previous_secret_expires_at =
+        previousValidUntilMs === null ? null : new Date(previousValidUntilMs).toISOString();
+      this.appendAudit(audit);
+      return { record: clone(stored.record), changedHashes };
+    },
+    revoke: async (projectId, keyId, audit) => {
+      const keys = this.keysByProject.get(projectId);
+      const stored = keys?.get(keyId);
+      if (!keys || !stored) return null;
+      keys.delete(keyId);
+      const changedHashes = [stored.hash, ...(stored.previousHash ? [stored.previousHash] : [])];
+      changedHashes.forEach((hash) => this.principals.delete(hash));
+      this.appendAudit(audit);
+      return { record: clone(stored.record), changedHashes };
+    },
+    resolve: async (secretHash) => {
+      const principal = this.principals.get(secretHash);
+      if (!principal) return null;
+      if (principal.validUntilMs !== null && principal.validUntilMs <= Date.now()) {
+        this.principals.delete(secretHash);
+        return null;
+      }
+      return { ...principal };
+    },
+    touch: async (projectId, keyId, at) => {
+      const stored = this.keysByProject.get(projectId)?.get(keyId);
+      if (stored) stored.record.last_used_at = at;
+    },
+  };
+
+  readonly audit: AuditStore = {
+    list: async (projectId, limit) => clone((this.auditByProject.get(projectId) ?? []).slice(-limit).reverse()),
+  };
+
+  readonly invalidation: InvalidationBus = {
+    publish: async (hashes) => {
+      this.bus.emit('hashes', hashes);
+    },
+    subscribe: (onHashes) => {
+      this.bus.on('hashes', onHashes);
+    },
+  };
+
+  createLimiter(options: LimiterOptions) {
+    return new RateLimiterMemory({
+      keyPrefix: options.keyPrefix,
+      points: options.points,
+      duration: options.durationSeconds,
+      blockDuration: options.blockDurationSeconds ?? 0,
+    });
+  }
+
+  async ping(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.bus.removeAllListeners();
+  }
+
+  private insertKey({ record, secretHash }: NewKey): void {
+    let keys = this.keysByProject.get(record.project_id);
+    if (!keys) this.keysByProject.set(record.project_id, (keys = new Map()));
+    keys.set(record.id, { record: clone(record), hash: secretHash, previousHash: null });
+    this.principals.set(secretHash, principalOf(record));
+  }
+
+  private appendAudit(event: AuditEvent): void {
+    let events = this.auditByProject.get(event.project_id);
+    if (!events) this.auditByProject.set(event.project_id, (events = []));
+    events.push(clone(event));
+    if (events.length > AUDIT_LIMIT) events.splice(0, events.length - AUDIT_LIMIT);
+  }
+}

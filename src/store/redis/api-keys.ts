@@ -1,0 +1,197 @@
+import type { ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
+import { principalOf } from '../principal.js';
+import type { RedisClient } from './connect.js';
+import { guard } from './guard.js';
+import type { KeyNames } from './key-names.js';
+import { apiKeyFromHash, apiKeyToHash, auditToFields, principalFromJson, principalToJson } from './records.js';
+
+// An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
+const EXPIRED_KEY_MEMORY_MS = 30 * 24 * 3600 * 1000;
+export const AUDIT_MAX_LENGTH = 10_000;
+
+/** KEYS: record, index, audit. ARGV: new hash, previous expiry ISO or '', keep previous (1/0), redacted value, audit fields… */
+const ROTATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local old = redis.call('HMGET', KEYS[1], 'hash', 'prev_hash')
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', old[1], 'previous_secret_expires_at', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', '', 'previous_secret_expires_at', '')
+end
+redis.call('HSET', KEYS[1], 'redacted_value', ARGV[4])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 5))
+return {old[1], old[2] or '', redis.call('HGETALL', KEYS[1])}
+`;
+
+/** KEYS: record, index, audit. ARGV: key id, audit fields… Returns the hashes the record held. */
+const REVOKE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local record = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 2))
+return record
+`;
+
+const TOUCH_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'last_used_at', ARGV[1]) end
+return 1
+`;
+
+const HASH_OF_SCRIPT = `return redis.call('HGET', KEYS[1], 'hash')`;
+
+type Scripted = RedisClient & {
+  novaRotateKey(...args: (string | number)[]): Promise<[string, string, string[]] | null>;
+  novaRevokeKey(...args: (string | number)[]): Promise<string[] | null>;
+  novaTouchKey(...args: string[]): Promise<number>;
+  novaHashOf(key: string): Promise<string | null>;
+};
+
+const pairsToObject = (pairs: string[]) => {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
+  return out;
+};
+
+/**
+ * Write order keeps every failure on the side of less access: a new secret is linked
+ * only after its record exists, and a revoked secret is unlinked before its record goes.
+ */
+export class RedisApiKeyStore implements ApiKeyStore {
+  private readonly redis: Scripted;
+
+  constructor(
+    redis: RedisClient,
+    private readonly keys: KeyNames,
+  ) {
+    redis.defineCommand('novaRotateKey', { numberOfKeys: 3, lua: ROTATE_SCRIPT });
+    redis.defineCommand('novaRevokeKey', { numberOfKeys: 3, lua: REVOKE_SCRIPT });
+    redis.defineCommand('novaTouchKey', { numberOfKeys: 1, lua: TOUCH_SCRIPT });
+    redis.defineCommand('novaHashOf', { numberOfKeys: 1, lua: HASH_OF_SCRIPT });
+    this.redis = redis as Scripted;
+  }
+
+  /** The MULTI commands that write a key's record; used by project creation too. */
+  queueRecord(multi: ReturnType<RedisClient['multi']>, { record, secretHash }: NewKey, audit: AuditEvent[]): void {
+    multi.hset(this.keys.apiKey(record.project_id, record.id), apiKeyToHash(record, secretHash));
+    multi.zadd(this.keys.apiKeyIndex(record.project_id), 0, record.id);
+    for (const event of audit) {
+      multi.xadd(this.keys.audit(record.project_id), 'MAXLEN', '~', AUDIT_MAX_LENGTH, '*', ...auditToFields(event));
+    }
+  }
+
+  /** Links a secret hash to its key; if the record changed meanwhile (revoked), unlinks again. */
+  async linkSecret(secretHash: string, principal: KeyPrincipal): Promise<void> {
+    const until = principal.validUntilMs ?? (principal.expiresAtMs === null ? null : principal.expiresAtMs + EXPIRED_KEY_MEMORY_MS);
+    const key = this.keys.secret(secretHash);
+    await guard(
+      until === null
+        ? this.redis.set(key, principalToJson(principal))
+        : this.redis.set(key, principalToJson(principal), 'PXAT', until),
+    );
+    if (principal.validUntilMs !== null) return;
+    const current = await guard(this.redis.novaHashOf(this.keys.apiKey(principal.projectId, principal.keyId)));
+    if (current !== secretHash) await guard(this.redis.del(key));
+  }
+
+  async unlinkSecrets(hashes: string[]): Promise<void> {
+    await guard(Promise.all(hashes.map((hash) => this.redis.del(this.keys.secret(hash)))));
+  }
+
+  async create(key: NewKey, audit: AuditEvent): Promise<void> {
+    const multi = this.redis.multi();
+    this.queueRecord(multi, key, [audit]);
+    await guard(multi.exec());
+    try {
+      await this.linkSecret(key.secretHash, principalOf(key.record));
+    } catch (error) {
+      await this.forget(key.record).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Undoes a create whose secret could not be linked. */
+  async forget(record: ApiKeyRecord): Promise<void> {
+    const multi = this.redis.multi();
+    multi.del(this.keys.apiKey(record.project_id, record.id));
+    multi.zrem(this.keys.apiKeyIndex(record.project_id), record.id);
+    await guard(multi.exec());
+  }
+
+  async get(projectId: string, keyId: string): Promise<ApiKeyRecord | null> {
+    return apiKeyFromHash(await guard(this.redis.hgetall(this.keys.apiKey(projectId, keyId))));
+  }
+
+  async list(projectId: string, limit: number, before: string | null) {
+    const ids = await guard(
+      this.redis.zrevrangebylex(this.keys.apiKeyIndex(projectId), before === null ? '+' : `(${before}`, '-', 'LIMIT', 0, limit + 1),
+    );
+    const pageIds = ids.slice(0, limit);
+    const pipeline = this.redis.pipeline();
+    pageIds.forEach((id) => pipeline.hgetall(this.keys.apiKey(projectId, id)));
+    const results = pageIds.length ? ((await guard(pipeline.exec())) ?? []) : [];
+    const data = results
+      .map(([, hash]) => apiKeyFromHash(hash as Record<string, string>))
+      .filter((record): record is ApiKeyRecord => record !== null);
+    return { data, hasMore: ids.length > limit };
+  }
+
+  async rotate(
+    projectId: string,
+    keyId: string,
+    { hash: secretHash, redactedValue }: { hash: string; redactedValue: string },
+    previousValidUntilMs: number | null,
+    audit: AuditEvent,
+  ) {
+    const keep = previousValidUntilMs !== null;
+    const result = await guard(
+      this.redis.novaRotateKey(
+        this.keys.apiKey(projectId, keyId),
+        this.keys.apiKeyIndex(projectId),
+        this.keys.audit(projectId),
+        secretHash,
+        keep ? new Date(previousValidUntilMs).toISOString() : '',
+        keep ? '1' : '0',
+        redactedValue,
+        ...auditToFields(audit),
+      ),
+    );
+    if (result === null) return null;
+    const [oldHash, olderHash, recordPairs] = result;
+    const record = apiKeyFromHash(pairsToObject(recordPairs))!;
+    await this.linkSecret(secretHash, principalOf(record));
+    if (keep) await this.linkSecret(oldHash, principalOf(record, previousValidUntilMs));
+    await this.unlinkSecrets([...(keep ? [] : [oldHash]), ...(olderHash ? [olderHash] : [])]);
+    return { record, changedHashes: [oldHash, ...(olderHash ? [olderHash] : [])] };
+  }
+
+  async revoke(projectId: string, keyId: string, audit: AuditEvent) {
+    const before = await guard(this.redis.hmget(this.keys.apiKey(projectId, keyId), 'hash', 'prev_hash'));
+    const linked = before.filter((hash): hash is string => Boolean(hash));
+    if (linked.length === 0) return null;
+    await this.unlinkSecrets(linked);
+    const pairs = await guard(
+      this.redis.novaRevokeKey(
+        this.keys.apiKey(projectId, keyId),
+        this.keys.apiKeyIndex(projectId),
+        this.keys.audit(projectId),
+        keyId,
+        ...auditToFields(audit),
+      ),
+    );
+    if (pairs === null) return null;
+    const stored = pairsToObject(pairs);
+    // A rotation that raced this revoke may have linked a hash we did not see above.
+    const late = [stored.hash, stored.prev_hash].filter((hash): hash is string => Boolean(hash) && !linked.includes(hash!));
+    if (late.length) await this.unlinkSecrets(late);
+    return { record: apiKeyFromHash(stored)!, changedHashes: [...linked, ...late] };
+  }
+
+  async resolve(secretHash: string): Promise<KeyPrincipal | null> {
+    return principalFromJson(await guard(this.redis.get(this.keys.secret(secretHash))));
+  }
+
+  async touch(projectId: string, keyId: string, at: string): Promise<void> {
+    await guard(this.redis.novaTouchKey(this.keys.apiKey(projectId, keyId), at));
+  }
+}

@@ -1,0 +1,34 @@
+import type { AuditEvent, NewKey, ProjectRecord, ProjectStore } from '../types.js';
+import { principalOf } from '../principal.js';
+import type { RedisApiKeyStore } from './api-keys.js';
+import type { RedisClient } from './connect.js';
+import { guard } from './guard.js';
+import type { KeyNames } from './key-names.js';
+import { projectFromHash, projectToHash } from './records.js';
+
+export class RedisProjectStore implements ProjectStore {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: KeyNames,
+    private readonly apiKeys: RedisApiKeyStore,
+  ) {}
+
+  async create(project: ProjectRecord, firstKey: NewKey, audit: AuditEvent[]): Promise<void> {
+    const multi = this.redis.multi();
+    multi.hset(this.keys.project(project.id), projectToHash(project));
+    this.apiKeys.queueRecord(multi, firstKey, audit);
+    await guard(multi.exec());
+    try {
+      await this.apiKeys.linkSecret(firstKey.secretHash, principalOf(firstKey.record));
+    } catch (error) {
+      await guard(this.redis.del(this.keys.project(project.id), this.keys.apiKey(project.id, firstKey.record.id), this.keys.apiKeyIndex(project.id))).catch(
+        () => undefined,
+      );
+      throw error;
+    }
+  }
+
+  async get(projectId: string): Promise<ProjectRecord | null> {
+    return projectFromHash(await guard(this.redis.hgetall(this.keys.project(projectId))));
+  }
+}

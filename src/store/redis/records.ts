@@ -1,0 +1,75 @@
+import type { ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
+
+/** Redis hashes hold strings: '' stands for null. */
+const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value);
+
+export function apiKeyToHash(record: ApiKeyRecord, secretHash: string): Record<string, string> {
+  return {
+    id: record.id,
+    project_id: record.project_id,
+    name: record.name,
+    redacted_value: record.redacted_value,
+    created_at: record.created_at,
+    expires_at: record.expires_at ?? '',
+    last_used_at: record.last_used_at ?? '',
+    previous_secret_expires_at: record.previous_secret_expires_at ?? '',
+    hash: secretHash,
+    prev_hash: '',
+  };
+}
+
+export function apiKeyFromHash(hash: Record<string, string>): ApiKeyRecord | null {
+  if (!hash.id) return null;
+  return {
+    id: hash.id,
+    project_id: hash.project_id!,
+    name: hash.name!,
+    redacted_value: hash.redacted_value!,
+    created_at: hash.created_at!,
+    expires_at: orNull(hash.expires_at),
+    last_used_at: orNull(hash.last_used_at),
+    previous_secret_expires_at: orNull(hash.previous_secret_expires_at),
+  };
+}
+
+export function projectToHash(project: ProjectRecord): Record<string, string> {
+  return {
+    id: project.id,
+    name: project.name,
+    environment: project.environment ?? '',
+    created_at: project.created_at,
+    updated_at: project.updated_at,
+    requests_per_minute: String(project.rate_limits.requests_per_minute),
+    burst_limit: String(project.rate_limits.burst_limit),
+  };
+}
+
+export function projectFromHash(hash: Record<string, string>): ProjectRecord | null {
+  if (!hash.id) return null;
+  return {
+    id: hash.id,
+    name: hash.name!,
+    environment: orNull(hash.environment),
+    created_at: hash.created_at!,
+    updated_at: hash.updated_at!,
+    rate_limits: { requests_per_minute: Number(hash.requests_per_minute), burst_limit: Number(hash.burst_limit) },
+  };
+}
+
+export function principalToJson(principal: KeyPrincipal): string {
+  return JSON.stringify(principal);
+}
+
+export function principalFromJson(json: string | null): KeyPrincipal | null {
+  return json === null ? null : (JSON.parse(json) as KeyPrincipal);
+}
+
+export function auditToFields(event: AuditEvent): string[] {
+  return Object.entries(event).flatMap(([field, value]) => [field, value === null ? '' : String(value)]);
+}
+
+export function auditFromFields(fields: string[]): AuditEvent {
+  const entry: Record<string, string | null> = {};
+  for (let i = 0; i < fields.length; i += 2) entry[fields[i]!] = orNull(fields[i + 1]);
+  return entry as unknown as AuditEvent;
+}

@@ -1,0 +1,129 @@
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+
+/** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
+
+export interface RateLimitPolicy {
+  requests_per_minute: number;
+  burst_limit: number;
+}
+
+export interface ProjectRecord {
+  id: string;
+  name: string;
+  environment: string | null;
+  created_at: string;
+  updated_at: string;
+  rate_limits: RateLimitPolicy;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  project_id: string;
+  name: string;
+  redacted_value: string;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  previous_secret_expires_at: string | null;
+}
+
+/** What authentication needs of a key, denormalised under the secret's hash so one read resolves it. */
+export interface KeyPrincipal {
+  keyId: string;
+  projectId: string;
+  /** The key's own expiry (expires_at), epoch ms. */
+  expiresAtMs: number | null;
+  /** For a rotated-out previous secret: the end of its grace period, epoch ms. */
+  validUntilMs: number | null;
+}
+
+export type AuditAction = 'project.create' | 'api_key.create' | 'api_key.rotate' | 'api_key.revoke';
+
+export interface AuditEvent {
+  action: AuditAction;
+  project_id: string;
+  key_id: string | null;
+  at: string;
+  actor: 'admin' | 'api_key';
+  actor_key_id: string | null;
+  client_address: string;
+  request_id: string;
+  reason: string | null;
+}
+
+export interface NewKey {
+  record: ApiKeyRecord;
+  secretHash: string;
+}
+
+export interface KeyPage {
+  data: ApiKeyRecord[];
+  hasMore: boolean;
+}
+
+export interface ProjectStore {
+  /** Creates a project together with its first key, all or nothing. */
+  create(project: ProjectRecord, firstKey: NewKey, audit: AuditEvent[]): Promise<void>;
+  get(projectId: string): Promise<ProjectRecord | null>;
+}
+
+export interface ApiKeyStore {
+  create(key: NewKey, audit: AuditEvent): Promise<void>;
+  get(projectId: string, keyId: string): Promise<ApiKeyRecord | null>;
+  /** Newest first; `before` is the id of the last key of the previous page. */
+  list(projectId: string, limit: number, before: string | null): Promise<KeyPage>;
+  /**
+   * Gives the key a new secret (its hash and redacted form). The old hash stays valid until `previousValidUntilMs`
+   * (null: invalid at once). Returns the updated record and every hash that stopped
+   * being what it was, or null when the key does not exist.
+   */
+  rotate(
+    projectId: string,
+    keyId: string,
+    secret: { hash: string; redactedValue: string },
+    previousValidUntilMs: number | null,
+    audit: AuditEvent,
+  ): Promise<{ record: ApiKeyRecord; changedHashes: string[] } | null>;
+  /** Deletes the key; returns its last record and the hashes that no longer authenticate. */
+  revoke(projectId: string, keyId: string, audit: AuditEvent): Promise<{ record: ApiKeyRecord; changedHashes: string[] } | null>;
+  resolve(secretHash: string): Promise<KeyPrincipal | null>;
+  touch(projectId: string, keyId: string, at: string): Promise<void>;
+}
+
+export interface AuditStore {
+  list(projectId: string, limit: number): Promise<AuditEvent[]>;
+}
+
+/** Cross-replica notices that cached auth entries are stale. */
+export interface InvalidationBus {
+  publish(secretHashes: string[]): Promise<void>;
+  /** `onReset` runs when messages may have been missed (reconnect): drop the whole cache. */
+  subscribe(onHashes: (hashes: string[]) => void, onReset: () => void): void;
+}
+
+export interface LimiterOptions {
+  keyPrefix: string;
+  points: number;
+  durationSeconds: number;
+  blockDurationSeconds?: number;
+}
+
+export interface Store {
+  readonly kind: 'redis' | 'memory';
+  readonly projects: ProjectStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly audit: AuditStore;
+  readonly invalidation: InvalidationBus;
+  /** A rate-limiter-flexible limiter shared by all replicas (in-process for the memory store). */
+  createLimiter(options: LimiterOptions): RateLimiterAbstract;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Thrown by a store when its backend cannot be reached or answered too late. */
+export class StoreUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super('store unavailable', { cause });
+    this.name = 'StoreUnavailableError';
+  }
+}
