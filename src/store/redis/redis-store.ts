@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { AuditStore, InvalidationBus, LimiterOptions, Store } from '../types.js';
 import { RedisApiKeyStore } from './api-keys.js';
@@ -38,7 +39,13 @@ export class RedisStore implements Store {
   }
 
   private subscribe(onHashes: (hashes: string[]) => void, onReset: () => void): void {
-    const subscriber = this.subscriber ?? (this.subscriber = this.redis.duplicate());
+    // The subscriber may queue its SUBSCRIBE until connected: it carries no request traffic.
+    const subscriber =
+      this.subscriber ??
+      (this.subscriber =
+        this.redis instanceof Cluster
+          ? this.redis.duplicate([], { enableOfflineQueue: true })
+          : this.redis.duplicate({ enableOfflineQueue: true }));
     const channel = this.keys.invalidationChannel();
     let connectedBefore = subscriber.status === 'ready';
     // ioredis resubscribes after a reconnect; whatever was published meanwhile is lost.

@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './redis-server.js';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+/** The real server process (src/server.ts through tsx), with its log lines kept for inspection. */
+export class GatewayProcess {
+  readonly logs: string[] = [];
+  private exitCode: number | null | undefined;
+  private readonly exited: Promise<number | null>;
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly port: number,
+  ) {
+    const collect = (chunk: Buffer) => this.logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    child.stdout?.on('data', collect);
+    child.stderr?.on('data', collect);
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code) => {
+        this.exitCode = code;
+        resolve(code);
+      }),
+    );
+  }
+
+  static async start(options: { env?: Record<string, string>; configYaml?: string } = {}): Promise<GatewayProcess> {
+    const port = await freePort();
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      METRICS_PORT: String(await freePort()),
+      LOG_LEVEL: 'info',
+      ...options.env,
+    };
+    if (options.configYaml) {
+      const path = join(mkdtempSync(join(tmpdir(), 'nova-config-')), 'gateway.yaml');
+      writeFileSync(path, options.configYaml);
+      env.NOVA_CONFIG = path;
+    }
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const gateway = new GatewayProcess(child, port);
+    await gateway.waitUntilReady();
+    return gateway;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  async waitUntilReady(timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.exitCode !== undefined) throw new Error(`gateway exited with ${this.exitCode}:\n${this.logs.join('\n')}`);
+      try {
+        const response = await fetch(`${this.url}/readyz`);
+        if (response.ok) return;
+      } catch {
+        // not listening yet
+      }
+      await sleep(100);
+    }
+    throw new Error(`gateway not ready after ${timeoutMs} ms:\n${this.logs.join('\n')}`);
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
+  waitForExit(): Promise<number | null> {
+    return this.exited;
+  }
+
+  async stop(): Promise<number | null> {
+    if (this.exitCode === undefined) this.child.kill('SIGTERM');
+    const code = await Promise.race([this.exited, sleep(15_000).then(() => 'timeout' as const)]);
+    if (code === 'timeout') {
+      this.child.kill('SIGKILL');
+      return this.exited;
+    }
+    return code;
+  }
+}

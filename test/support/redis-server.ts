@@ -1,0 +1,136 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function hasRedisServerBinary(): boolean {
+  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+export async function waitForRedis(url: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.ping();
+      client.disconnect();
+      return;
+    } catch (error) {
+      client.disconnect();
+      if (Date.now() > deadline) throw new Error(`redis at ${url} did not answer: ${(error as Error).message}`);
+      await sleep(50);
+    }
+  }
+}
+
+/** A redis-server child process on a loopback port: the fault tests stop, freeze and restart it. */
+export class RedisProcess {
+  private child: ChildProcess | null = null;
+  readonly dir: string;
+
+  private constructor(
+    readonly port: number,
+    private readonly extraArgs: string[],
+  ) {
+    this.dir = mkdtempSync(join(tmpdir(), 'nova-redis-'));
+  }
+
+  static async start(options: { port?: number; args?: string[] } = {}): Promise<RedisProcess> {
+    const redis = new RedisProcess(options.port ?? (await freePort()), options.args ?? []);
+    await redis.spawn();
+    return redis;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  async spawn(): Promise<void> {
+    this.child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', ...this.extraArgs],
+      { stdio: 'ignore' },
+    );
+    await waitForRedis(this.url);
+  }
+
+  /** SIGSTOP: the process keeps its sockets but answers nothing (a hung Redis). */
+  freeze(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  /** SHUTDOWN SAVE, so a restart loads the dump: a Redis that goes down and comes back. */
+  async shutdownWithSave(): Promise<void> {
+    const client = new Redis(this.url, { maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const exited = new Promise((resolve) => this.child?.once('exit', resolve));
+    await client.call('SHUTDOWN', 'SAVE').catch(() => undefined);
+    client.disconnect();
+    await exited;
+    this.child = null;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child && this.child.exitCode === null) {
+      const exited = new Promise((resolve) => this.child?.once('exit', resolve));
+      this.child.kill('SIGCONT');
+      this.child.kill('SIGKILL');
+      await exited;
+    }
+    this.child = null;
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The Redis the suites share: REDIS_URL when set, else a redis-server binary on a free
+ * port, else a container when Docker answers; otherwise fail, naming the three ways.
+ */
+export async function provideRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
+  if (process.env.REDIS_URL) {
+    await waitForRedis(process.env.REDIS_URL);
+    return { url: process.env.REDIS_URL, stop: async () => undefined };
+  }
+  if (hasRedisServerBinary()) {
+    const redis = await RedisProcess.start();
+    return { url: redis.url, stop: () => redis.stop() };
+  }
+  try {
+    const { GenericContainer, Wait } = await import('testcontainers');
+    const container = await new GenericContainer('redis:7-alpine')
+      .withExposedPorts(6379)
+      .withWaitStrategy(Wait.forLogMessage('Ready to accept connections'))
+      .start();
+    const url = `redis://${container.getHost()}:${container.getMappedPort(6379)}`;
+    return { url, stop: async () => void (await container.stop()) };
+  } catch (error) {
+    throw new Error(
+      'The tests need Redis: set REDIS_URL, or put redis-server on the PATH (apt-get install redis-server), ' +
+        `or run a Docker engine for testcontainers. (testcontainers said: ${(error as Error).message})`,
+    );
+  }
+}
