@@ -1,5 +1,7 @@
 import type { Authenticator } from './auth/authenticator.js';
 import type { GatewayConfig } from './config/gateway-config.js';
+import type { Metrics } from './metrics/metrics.js';
+import type { UsageMeter } from './quota/usage-meter.js';
 import type { Store } from './store/types.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
@@ -16,6 +18,8 @@ export interface AppContext {
   adminToken: string | undefined;
   now: () => number;
   lifecycle: Lifecycle;
+  usage: UsageMeter;
+  metrics: Metrics;
 }
 
 declare module 'fastify' {

@@ -14,6 +14,8 @@ import { adminRoutes } from './routes/admin.js';
 import { healthRoutes } from './routes/health.js';
 import { v1Routes } from './routes/v1.js';
 import type { Store } from './store/types.js';
+import { Metrics } from './metrics/metrics.js';
+import { noUsageMeter, type UsageMeter } from './quota/usage-meter.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -22,6 +24,8 @@ export interface AppDeps {
   adminToken?: string;
   now?: () => number;
   authEvents?: AuthEvents;
+  usage?: UsageMeter;
+  metrics?: Metrics;
 }
 
 export interface App {
@@ -62,6 +66,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     adminToken: deps.adminToken,
     now,
     lifecycle: { draining: false, inFlight: 0 },
+    usage: deps.usage ?? noUsageMeter,
+    metrics: deps.metrics ?? new Metrics({ defaultMetrics: false }),
   };
 
   installValidators(app);
