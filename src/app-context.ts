@@ -2,7 +2,7 @@ import type { Authenticator } from './auth/authenticator.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UsageMeter } from './quota/usage-meter.js';
-import type { Store } from './store/types.js';
+import type { KeyPrincipal, Store } from './store/types.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
@@ -24,6 +24,6 @@ export interface AppContext {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    principal: import('./store/types.js').KeyPrincipal | null;
+    principal: KeyPrincipal | null;
   }
 }

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { KeyCache } from '../../src/auth/key-cache.js';
+import type { KeyPrincipal } from '../../src/store/types.js';
+
+const principal = (keyId: string): KeyPrincipal => ({ keyId, projectId: 'proj_x', expiresAtMs: null, validUntilMs: null });
+
+describe('KeyCache', () => {
+  it('serves entries until their TTL passes (injected clock)', () => {
+    let now = 1_000;
+    const cache = new KeyCache(500, 10, () => now);
+    cache.set('h1', principal('key_1'));
+    now += 499;
+    expect(cache.get('h1')?.keyId).toBe('key_1');
+    now += 1;
+    expect(cache.get('h1')).toBeUndefined();
+  });
+
+  it('drops invalidated entries at once and everything on clear', () => {
+    const cache = new KeyCache(60_000);
+    cache.set('h1', principal('key_1'));
+    cache.set('h2', principal('key_2'));
+    cache.delete(['h1']);
+    expect(cache.get('h1')).toBeUndefined();
+    expect(cache.get('h2')?.keyId).toBe('key_2');
+    cache.clear();
+    expect(cache.size).toBe(0);
+  });
+
+  it('evicts the oldest entry beyond its size bound', () => {
+    const cache = new KeyCache(60_000, 2);
+    cache.set('h1', principal('key_1'));
+    cache.set('h2', principal('key_2'));
+    cache.set('h3', principal('key_3'));
+    expect(cache.get('h1')).toBeUndefined();
+    expect(cache.size).toBe(2);
+  });
+
+  it('caches nothing with a TTL of 0', () => {
+    const cache = new KeyCache(0);
+    cache.set('h1', principal('key_1'));
+    expect(cache.get('h1')).toBeUndefined();
+  });
+});

@@ -1,0 +1,87 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildTestApp, createProject, errorOf, ADMIN_TOKEN, STORE_KINDS, type TestApp } from '../support/test-app.js';
+
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+describe.each(STORE_KINDS)('admin API (%s store)', (kind) => {
+  let t: TestApp;
+  afterEach(() => t.close());
+
+  it('bootstraps a project with its first key named "default"', async () => {
+    t = await buildTestApp(kind);
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/admin/v1/projects',
+      headers: admin,
+      payload: { name: 'Search', environment: 'production', requests_per_minute: 120, burst_limit: 30 },
+    });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toMatchObject({
+      object: 'nova.resource',
+      status: 'succeeded',
+      name: 'Search',
+      environment: 'production',
+      rate_limits: { requests_per_minute: 120, burst_limit: 30 },
+      api_key: { name: 'default', project_id: body.id, expires_at: null },
+    });
+    expect(body.id).toMatch(/^proj_[0-9A-Za-z]{16,}$/);
+    expect(body.api_key.secret).toMatch(/^nova_sk_/);
+    const keys = await t.app.inject({ url: `/v1/api-keys?project_id=${body.id}`, headers: { authorization: `Bearer ${body.api_key.secret}` } });
+    expect(keys.json().data.map((key: { id: string }) => key.id)).toEqual([body.api_key.id]);
+  });
+
+  it('uses the configured default policy when none is given', async () => {
+    t = await buildTestApp(kind);
+    const body = (await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'p' } })).json();
+    expect(body.rate_limits).toEqual({ requests_per_minute: 600, burst_limit: 100 });
+    expect(body.environment).toBeNull();
+  });
+
+  it.each([
+    ['no token', {}],
+    ['a wrong token', { authorization: 'Bearer not-the-admin-token-at-all' }],
+    ['a project key', null],
+  ])('refuses %s with 401', async (_name, headers) => {
+    t = await buildTestApp(kind);
+    const project = await createProject(t.app);
+    const response = await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: headers ?? project.auth, payload: { name: 'p' } });
+    expect(errorOf(response)).toMatchObject({ status: 401, type: 'authentication_error', code: 'invalid_api_key' });
+    expect(response.body).not.toContain(ADMIN_TOKEN);
+  });
+
+  it.each([
+    [{}, 'name'],
+    [{ name: '' }, 'name'],
+    [{ name: 'p', requests_per_minute: 0 }, 'requests_per_minute'],
+    [{ name: 'p', burst_limit: -1 }, 'burst_limit'],
+    [{ name: 'p', burst_limit: 1_000_001 }, 'burst_limit'],
+    [{ name: 'p', owner: 'me' }, 'owner'],
+  ])('refuses %o naming %s', async (payload, param) => {
+    t = await buildTestApp(kind);
+    expect(errorOf(await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload }))).toMatchObject({
+      status: 400,
+      code: 'invalid_parameter',
+      param,
+    });
+  });
+
+  it('creates a recovery key and keeps an audit trail without secrets', async () => {
+    t = await buildTestApp(kind);
+    const project = await createProject(t.app);
+    const response = await t.app.inject({ method: 'POST', url: `/admin/v1/projects/${project.projectId}/api-keys`, headers: admin, payload: { name: 'recovery' } });
+    expect(response.json()).toMatchObject({ name: 'recovery', project_id: project.projectId });
+    const audit = await t.app.inject({ url: `/admin/v1/projects/${project.projectId}/audit`, headers: admin });
+    expect(audit.json().data.map((event: { action: string }) => event.action)).toEqual(['api_key.create', 'api_key.create', 'project.create']);
+    expect(audit.body).not.toContain(project.secret);
+    expect(audit.body).not.toContain(response.json().secret);
+    const missing = await t.app.inject({ method: 'POST', url: '/admin/v1/projects/proj_missing0000000000/api-keys', headers: admin, payload: { name: 'x' } });
+    expect(errorOf(missing)).toMatchObject({ status: 404, code: 'resource_not_found', param: 'project_id' });
+  });
+
+  it('answers 404 on every admin route when NOVA_ADMIN_TOKEN is unset', async () => {
+    t = await buildTestApp(kind, { deps: { adminToken: undefined } });
+    const response = await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'p' } });
+    expect(errorOf(response)).toMatchObject({ status: 404, type: 'not_found_error', code: 'resource_not_found' });
+  });
+});
