@@ -8,6 +8,7 @@ import { mintId } from '../http/ids.js';
 import { errorResponses, IsoTime, Nullable } from '../http/schemas.js';
 import type { ProjectRecord } from '../store/types.js';
 import { ApiKeyFields, apiKeyView, mintApiKey } from './api-key-view.js';
+import { adminRecordRoutes } from './admin-records.js';
 import { auditEvent } from './audit-event.js';
 
 const RateLimits = Type.Object({ requests_per_minute: Type.Integer(), burst_limit: Type.Integer() });
@@ -28,6 +29,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   app.addHook('onRequest', async (request) => {
     if (!isAdminToken(request.headers.authorization, adminToken)) throw invalidAdminToken();
   });
+  await app.register(adminRecordRoutes, { ctx });
 
   app.post(
     '/admin/v1/projects',

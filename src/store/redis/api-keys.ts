@@ -3,7 +3,7 @@ import { principalOf } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { apiKeyFromHash, apiKeyToHash, auditToFields, principalFromJson, principalToJson } from './records.js';
+import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './records.js';
 
 // An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
 const EXPIRED_KEY_MEMORY_MS = 30 * 24 * 3600 * 1000;
@@ -45,12 +45,6 @@ type Scripted = RedisClient & {
   novaRevokeKey(...args: (string | number)[]): Promise<string[] | null>;
   novaTouchKey(...args: string[]): Promise<number>;
   novaHashOf(key: string): Promise<string | null>;
-};
-
-const pairsToObject = (pairs: string[]) => {
-  const out: Record<string, string> = {};
-  for (let i = 0; i < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
-  return out;
 };
 
 /**

@@ -1,5 +1,12 @@
 import type { ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
+/** HGETALL as a flat [field, value, …] list (what Lua scripts return) to an object. */
+export function pairsToObject(pairs: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
+  return out;
+}
+
 /** Redis hashes hold strings: '' stands for null. */
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value);
 
