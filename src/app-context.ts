@@ -1,6 +1,7 @@
 import type { Authenticator } from './auth/authenticator.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import type { Metrics } from './metrics/metrics.js';
+import type { Admission } from './quota/admission.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import type { KeyPrincipal, Store } from './store/types.js';
 
@@ -20,6 +21,8 @@ export interface AppContext {
   lifecycle: Lifecycle;
   usage: UsageMeter;
   metrics: Metrics;
+  /** Per-project rate limiting (src/quota/admission.ts). */
+  admission: Admission;
 }
 
 declare module 'fastify' {

@@ -13,9 +13,12 @@ import { installValidators } from './http/validation.js';
 import { adminRoutes } from './routes/admin.js';
 import { healthRoutes } from './routes/health.js';
 import { v1Routes } from './routes/v1.js';
-import type { Store } from './store/types.js';
+import { StoreUnavailableError, type Store } from './store/types.js';
 import { Metrics } from './metrics/metrics.js';
-import { noUsageMeter, type UsageMeter } from './quota/usage-meter.js';
+import type { UsageMeter } from './quota/usage-meter.js';
+import { Admission } from './quota/admission.js';
+import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
+import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -26,6 +29,8 @@ export interface AppDeps {
   authEvents?: AuthEvents;
   usage?: UsageMeter;
   metrics?: Metrics;
+  /** Serve GET /metrics on this app (METRICS_PORT=0); otherwise the process serves it apart. */
+  serveMetrics?: boolean;
 }
 
 export interface App {
@@ -46,6 +51,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
 
   const now = deps.now ?? Date.now;
+  const metrics = deps.metrics ?? new Metrics({ defaultMetrics: false, projectLabel: config.metrics.project_label });
+  const usage = deps.usage ?? createUsageMeter(config, store, metrics, app);
   const authenticator = new Authenticator({
     store,
     cache: new KeyCache(config.auth.cache_ttl_ms),
@@ -55,7 +62,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       durationSeconds: config.auth.failed_attempts.window_seconds,
       blockDurationSeconds: config.auth.failed_attempts.block_seconds,
     }),
-    events: deps.authEvents,
+    events: deps.authEvents ?? metrics.auth.events,
     now,
     onBackgroundError: (error) => app.log.warn({ err: error }, 'background store write failed'),
   });
@@ -66,13 +73,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     adminToken: deps.adminToken,
     now,
     lifecycle: { draining: false, inFlight: 0 },
-    usage: deps.usage ?? noUsageMeter,
-    metrics: deps.metrics ?? new Metrics({ defaultMetrics: false }),
+    usage,
+    metrics,
+    admission: new Admission({
+      store,
+      config,
+      metrics: metrics.quota,
+      onStoreError: (error) => app.log.warn({ err: error }, 'rate limiter store unavailable: using the per-replica fallback'),
+    }),
   };
 
   installValidators(app);
   installJsonParser(app);
   installErrorHandling(app, config.server.body_limit_bytes);
+  installMetricsHooks(app, metrics);
+  if (deps.serveMetrics) metricsRoute(app, metrics.registry);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -100,4 +115,25 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   await app.ready();
   return { app, ctx };
+}
+
+/** The Redis-backed (or in-memory) usage meter; its last flush runs when the app closes. */
+function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics, app: FastifyInstance): UsageMeter {
+  const meter = new BufferedUsageMeter({
+    store: store.usage,
+    metrics: metrics.usage,
+    retention: {
+      minuteMs: config.usage.minute_retention_hours * 3_600_000,
+      hourMs: config.usage.hour_retention_days * 86_400_000,
+      dedupMs: 86_400_000,
+    },
+    maxBuffered: config.usage.buffer_max_records,
+    flushIntervalMs: config.usage.flush_interval_ms,
+    onError: (error, what) => {
+      if (error instanceof StoreUnavailableError) metrics.quota.storeErrors.inc({ operation: 'usage_flush' });
+      app.log.warn({ err: error }, `${what} failed`);
+    },
+  }).start();
+  app.addHook('onClose', () => meter.close());
+  return meter;
 }

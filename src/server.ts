@@ -3,6 +3,8 @@ import { buildApp } from './app.js';
 import { readProcessSettings } from './config/env.js';
 import { ConfigError, loadConfigFile } from './config/load-config.js';
 import { createLogger } from './logger.js';
+import { Metrics } from './metrics/metrics.js';
+import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';
 
 async function main(): Promise<void> {
@@ -23,10 +25,13 @@ async function main(): Promise<void> {
     logger.warn('Redis is not reachable yet: serving not-ready until it is');
   }
 
-  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken });
+  const metrics = new Metrics({ projectLabel: config.metrics.project_label });
+  const serveMetrics = settings.metricsPort === 0;
+  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, metrics, serveMetrics });
   if (!settings.adminToken) logger.info('NOVA_ADMIN_TOKEN is not set: the admin API is disabled');
 
   await app.listen({ host: settings.host, port: settings.port });
+  const metricsServer = serveMetrics ? undefined : await startMetricsServer(metrics.registry, settings.host, settings.metricsPort);
   logger.info({ models: config.models.map((model) => model.id), store: store.kind }, 'nova-gateway ready');
 
   let stopping = false;
@@ -39,6 +44,7 @@ async function main(): Promise<void> {
     while (ctx.lifecycle.inFlight > 0 && Date.now() < deadline) await sleep(50);
     if (ctx.lifecycle.inFlight > 0) logger.warn({ in_flight: ctx.lifecycle.inFlight }, 'drain timeout reached; closing anyway');
     await app.close();
+    metricsServer?.close();
     await store.close();
     logger.info('stopped');
     process.exit(0);

@@ -10,6 +10,9 @@ export interface GatewayConfig {
     failed_attempts: { max: number; window_seconds: number; block_seconds: number };
   };
   redis: { command_timeout_ms: number; key_prefix: string };
+  rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
+  usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
+  metrics: { project_label: boolean };
 }
 
 export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
@@ -29,6 +32,18 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       command_timeout_ms: raw.redis?.command_timeout_ms ?? 1000,
       key_prefix: raw.redis?.key_prefix ?? 'nova',
     },
+    rate_limits: {
+      window_seconds: raw.rate_limits?.window_seconds ?? 60,
+      burst_window_seconds: raw.rate_limits?.burst_window_seconds ?? 600,
+      fallback_share: raw.rate_limits?.fallback_share ?? 0.5,
+    },
+    usage: {
+      minute_retention_hours: raw.usage?.minute_retention_hours ?? 48,
+      hour_retention_days: raw.usage?.hour_retention_days ?? 400,
+      buffer_max_records: raw.usage?.buffer_max_records ?? 100_000,
+      flush_interval_ms: raw.usage?.flush_interval_ms ?? 1000,
+    },
+    metrics: { project_label: raw.metrics?.project_label ?? true },
   };
 }
 

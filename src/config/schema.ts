@@ -74,6 +74,34 @@ export const GatewayConfigSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    rate_limits: Type.Optional(
+      Type.Object(
+        {
+          // The rolling window of requests_per_minute: 60 in production; tests shorten it.
+          window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3600 })),
+          burst_window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 })),
+          fallback_share: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    usage: Type.Optional(
+      Type.Object(
+        {
+          minute_retention_hours: Type.Optional(Type.Integer({ minimum: 1, maximum: 24 * 31 })),
+          hour_retention_days: Type.Optional(Type.Integer({ minimum: 1, maximum: 3660 })),
+          buffer_max_records: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          flush_interval_ms: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    metrics: Type.Optional(
+      Type.Object(
+        { project_label: Type.Optional(Type.Boolean()) },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

@@ -1,10 +1,24 @@
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { AuthMetrics } from './auth-metrics.js';
+import { HttpMetrics } from './http-metrics.js';
+import { QuotaMetrics } from './quota-metrics.js';
+import { UsageMetrics } from './usage-metrics.js';
 
 /** The process's Prometheus registry; instrument groups register on it. */
 export class Metrics {
   readonly registry = new Registry();
+  readonly http: HttpMetrics;
+  readonly auth: AuthMetrics;
+  readonly quota: QuotaMetrics;
+  readonly usage: UsageMetrics;
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
+  /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
+  constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    const projectLabel = options.projectLabel ?? true;
+    this.http = new HttpMetrics(this.registry);
+    this.auth = new AuthMetrics(this.registry);
+    this.quota = new QuotaMetrics(this.registry, projectLabel);
+    this.usage = new UsageMetrics(this.registry, projectLabel);
   }
 }

@@ -6,17 +6,26 @@ export interface UsageRecord {
   projectId: string;
   requestId: string;
   model?: string | null;
+  /** Admitted requests; set by admission (1), not by routes. */
+  requests?: number;
   promptTokens?: number;
   completionTokens?: number;
   imageGenerations?: number;
   audioSeconds?: number;
   /** Change in what the project stores (conversations, transcripts, metadata), in bytes. */
   storageBytesDelta?: number;
+  /**
+   * Tells apart several records of one request: one record per (requestId, part) counts.
+   * Default: "request" when `requests` is set (admission), else "usage" (the route's report).
+   */
+  part?: string;
+  /** When it happened (epoch ms); default: when recorded. */
+  atMs?: number;
 }
 
 export interface UsageMeter {
   record(usage: UsageRecord): void;
 }
 
-/** Placeholder until the Redis-backed meter is wired in: counts nothing. */
+/** Counts nothing: for tests that do not look at usage. */
 export const noUsageMeter: UsageMeter = { record() {} };

@@ -1,4 +1,5 @@
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { QuotaStore, UsageStore } from './quota-types.js';
 
 /** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
 
@@ -37,7 +38,13 @@ export interface KeyPrincipal {
   validUntilMs: number | null;
 }
 
-export type AuditAction = 'project.create' | 'api_key.create' | 'api_key.rotate' | 'api_key.revoke';
+export type AuditAction =
+  | 'project.create'
+  | 'project.update'
+  | 'project.rate_limits.update'
+  | 'api_key.create'
+  | 'api_key.rotate'
+  | 'api_key.revoke';
 
 export interface AuditEvent {
   action: AuditAction;
@@ -65,6 +72,16 @@ export interface ProjectStore {
   /** Creates a project together with its first key, all or nothing. */
   create(project: ProjectRecord, firstKey: NewKey, audit: AuditEvent[]): Promise<void>;
   get(projectId: string): Promise<ProjectRecord | null>;
+  /** Replaces name and environment; null when the project does not exist. */
+  replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null>;
+  /** Changes the given policy fields; the next admission on every replica uses them. */
+  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null>;
+}
+
+export interface ProjectSettings {
+  name: string;
+  environment: string | null;
+  updated_at: string;
 }
 
 export interface ApiKeyStore {
@@ -114,6 +131,9 @@ export interface Store {
   readonly apiKeys: ApiKeyStore;
   readonly audit: AuditStore;
   readonly invalidation: InvalidationBus;
+  /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts. */
+  readonly quota: QuotaStore;
+  readonly usage: UsageStore;
   /** A rate-limiter-flexible limiter shared by all replicas (in-process for the memory store). */
   createLimiter(options: LimiterOptions): RateLimiterAbstract;
   ping(): Promise<void>;

@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { principalOf } from '../principal.js';
+import { MemoryQuotaStore } from './memory-quota.js';
+import { MemoryUsageStore } from './memory-usage.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -33,6 +35,8 @@ export class MemoryStore implements Store {
   private readonly principals = new Map<string, KeyPrincipal>();
   private readonly auditByProject = new Map<string, AuditEvent[]>();
   private readonly bus = new EventEmitter();
+  readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
+  readonly usage = new MemoryUsageStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {
@@ -43,6 +47,21 @@ export class MemoryStore implements Store {
     get: async (projectId) => {
       const project = this.projectsById.get(projectId);
       return project ? clone(project) : null;
+    },
+    replace: async (projectId, settings, audit) => {
+      const project = this.projectsById.get(projectId);
+      if (!project) return null;
+      Object.assign(project, settings);
+      this.appendAudit(audit);
+      return clone(project);
+    },
+    updateRateLimits: async (projectId, patch, updatedAt, audit) => {
+      const project = this.projectsById.get(projectId);
+      if (!project) return null;
+      project.rate_limits = { ...project.rate_limits, ...patch };
+      project.updated_at = updatedAt;
+      this.appendAudit(audit);
+      return clone(project);
     },
   };
 

@@ -1,4 +1,5 @@
-import type { AuditEvent, NewKey, ProjectRecord, ProjectStore } from '../types.js';
+import type { AuditEvent, NewKey, ProjectRecord, ProjectSettings, ProjectStore, RateLimitPolicy } from '../types.js';
+import { RedisProjectSettings } from './project-settings.js';
 import { principalOf } from '../principal.js';
 import type { RedisApiKeyStore } from './api-keys.js';
 import type { RedisClient } from './connect.js';
@@ -7,11 +8,23 @@ import type { KeyNames } from './key-names.js';
 import { projectFromHash, projectToHash } from './records.js';
 
 export class RedisProjectStore implements ProjectStore {
+  private readonly settings: RedisProjectSettings;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: KeyNames,
     private readonly apiKeys: RedisApiKeyStore,
-  ) {}
+  ) {
+    this.settings = new RedisProjectSettings(redis, keys);
+  }
+
+  replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null> {
+    return this.settings.replace(projectId, settings, audit);
+  }
+
+  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
+    return this.settings.updateRateLimits(projectId, patch, updatedAt, audit);
+  }
 
   async create(project: ProjectRecord, firstKey: NewKey, audit: AuditEvent[]): Promise<void> {
     const multi = this.redis.multi();

@@ -6,6 +6,8 @@ import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import { KeyNames } from './key-names.js';
 import { RedisProjectStore } from './projects.js';
+import { RedisQuotaStore } from './rate-limit.js';
+import { RedisUsageStore } from './usage.js';
 import { auditFromFields } from './records.js';
 
 export class RedisStore implements Store {
@@ -14,6 +16,8 @@ export class RedisStore implements Store {
   readonly apiKeys: RedisApiKeyStore;
   readonly audit: AuditStore;
   readonly invalidation: InvalidationBus;
+  readonly quota: RedisQuotaStore;
+  readonly usage: RedisUsageStore;
   private readonly keys: KeyNames;
   private subscriber: RedisClient | null = null;
 
@@ -24,6 +28,8 @@ export class RedisStore implements Store {
     this.keys = new KeyNames(prefix);
     this.apiKeys = new RedisApiKeyStore(redis, this.keys);
     this.projects = new RedisProjectStore(redis, this.keys, this.apiKeys);
+    this.quota = new RedisQuotaStore(redis, this.keys);
+    this.usage = new RedisUsageStore(redis, this.keys);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));

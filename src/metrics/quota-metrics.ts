@@ -1,0 +1,43 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+/** Admission decisions, refusals and the Redis trouble behind fallbacks. */
+export class QuotaMetrics {
+  readonly decisions: Counter<'result' | 'source'>;
+  readonly refusals: Counter<string>;
+  readonly fallbackActive: Gauge;
+  readonly storeErrors: Counter<'operation'>;
+
+  constructor(
+    registry: Registry,
+    private readonly projectLabel: boolean,
+  ) {
+    this.decisions = new Counter({
+      name: 'nova_rate_limit_decisions_total',
+      help: 'Admission decisions by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
+      labelNames: ['result', 'source'],
+      registers: [registry],
+    });
+    this.refusals = new Counter({
+      name: 'nova_rate_limit_refusals_total',
+      help: 'Requests refused with 429 because the project was over its rate-limit policy.',
+      labelNames: projectLabel ? ['project_id'] : [],
+      registers: [registry],
+    });
+    this.fallbackActive = new Gauge({
+      name: 'nova_rate_limit_fallback_active',
+      help: '1 while admission uses the per-replica fallback limiter because Redis is unreachable, else 0.',
+      registers: [registry],
+    });
+    this.storeErrors = new Counter({
+      name: 'nova_redis_errors_total',
+      help: 'Store (Redis) operations that failed or timed out, by operation (admission, usage_flush, request).',
+      labelNames: ['operation'],
+      registers: [registry],
+    });
+  }
+
+  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback'): void {
+    this.decisions.inc({ result: admitted ? 'admitted' : 'refused', source });
+    if (!admitted) this.refusals.inc(this.projectLabel ? { project_id: projectId } : {});
+  }
+}

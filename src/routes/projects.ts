@@ -1,0 +1,145 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../app-context.js';
+import { envelope, envelopeSchema } from '../http/envelope.js';
+import { projectMismatch, resourceNotFound } from '../http/errors.js';
+import { errorResponses, IsoTime, Nullable, ProjectIdParam } from '../http/schemas.js';
+import { readUsage, type BucketWidth } from '../quota/usage-query.js';
+import type { ProjectRecord } from '../store/types.js';
+import { auditEvent } from './audit-event.js';
+import { principalOf } from './principal-of-request.js';
+
+const ProjectParams = Type.Object({ project_id: ProjectIdParam });
+
+const UsageMeasures = {
+  requests: Type.Integer(),
+  tokens: Type.Object({ prompt: Type.Integer(), completion: Type.Integer(), total: Type.Integer() }),
+  image_generations: Type.Integer(),
+  audio_seconds: Type.Number(),
+};
+const UsageBucket = Type.Object({ start_time: IsoTime, end_time: IsoTime, ...UsageMeasures });
+
+const projectView = (project: ProjectRecord) => ({
+  name: project.name,
+  environment: project.environment,
+  created_at: project.created_at,
+  updated_at: project.updated_at,
+});
+
+/** SPEC endpoints 7, 8, 9: a key acts on its own project only (403 otherwise, existing or not). */
+export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  const { store, now } = ctx;
+
+  const ownProject = (request: Parameters<typeof principalOf>[0], projectId: string) => {
+    if (principalOf(request).projectId !== projectId) throw projectMismatch();
+    return projectId;
+  };
+
+  app.put(
+    '/v1/projects/:project_id',
+    {
+      schema: {
+        summary: 'Replace the project settings: name and environment (an omitted environment is cleared)',
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 256 }),
+            environment: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64 }))),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: envelopeSchema({ name: Type.String(), environment: Nullable(Type.String()), created_at: IsoTime, updated_at: IsoTime }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const time = now();
+      const project = await store.projects.replace(
+        projectId,
+        { name: request.body.name, environment: request.body.environment ?? null, updated_at: new Date(time).toISOString() },
+        auditEvent(request, 'project.update', projectId, null, time),
+      );
+      if (!project) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, projectView(project));
+    },
+  );
+
+  app.patch(
+    '/v1/projects/:project_id/rate-limits',
+    {
+      schema: {
+        summary: 'Update the rate-limit policy; the next request on every replica is admitted under it',
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+            burst_limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+          },
+          { additionalProperties: false, minProperties: 1 },
+        ),
+        response: {
+          200: envelopeSchema({ requests_per_minute: Type.Integer(), burst_limit: Type.Integer(), updated_at: IsoTime }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const time = now();
+      const project = await store.projects.updateRateLimits(
+        projectId,
+        request.body,
+        new Date(time).toISOString(),
+        auditEvent(request, 'project.rate_limits.update', projectId, null, time, JSON.stringify(request.body)),
+      );
+      if (!project) throw resourceNotFound('project', 'project_id');
+      request.log.info({ project_id: projectId, rate_limits: project.rate_limits }, 'rate-limit policy updated');
+      return envelope(projectId, { ...project.rate_limits, updated_at: project.updated_at });
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/usage',
+    {
+      schema: {
+        summary: 'Usage of [start_time, end_time): requests, tokens, image generations, audio, storage',
+        params: ProjectParams,
+        querystring: Type.Object(
+          {
+            start_time: Type.Optional(IsoTime),
+            end_time: Type.Optional(IsoTime),
+            bucket_width: Type.Optional(Type.Union([Type.Literal('1m'), Type.Literal('1h'), Type.Literal('1d')])),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: envelopeSchema({
+            start_time: IsoTime,
+            end_time: IsoTime,
+            ...UsageMeasures,
+            storage_bytes: Type.Integer(),
+            granularity: Type.Union([Type.Literal('minute'), Type.Literal('hour')]),
+            bucket_width: Type.Optional(Type.String()),
+            buckets: Type.Optional(Type.Array(UsageBucket)),
+          }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth } = request.query;
+      const usage = await readUsage(
+        store.usage,
+        projectId,
+        { startTime, endTime, bucketWidth: bucketWidth as BucketWidth | undefined },
+        now(),
+        ctx.config.usage.minute_retention_hours * 3_600_000,
+      );
+      return envelope(projectId, usage);
+    },
+  );
+};

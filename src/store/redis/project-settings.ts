@@ -1,0 +1,59 @@
+import type { AuditEvent, ProjectRecord, ProjectSettings, RateLimitPolicy } from '../types.js';
+import { AUDIT_MAX_LENGTH } from './api-keys.js';
+import type { RedisClient } from './connect.js';
+import { guard } from './guard.js';
+import type { KeyNames } from './key-names.js';
+import { auditToFields, projectFromHash } from './records.js';
+
+/**
+ * Changes fields of an existing project and appends the audit entry, atomically; a
+ * missing project stays missing (no partial record is created).
+ * KEYS: project hash, audit stream. ARGV: number of field/value pairs, the pairs, audit fields…
+ */
+const UPDATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local n = tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2, 1 + n * 2))
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 2 + n * 2))
+return redis.call('HGETALL', KEYS[1])
+`;
+
+type Scripted = RedisClient & { novaUpdateProject(...args: (string | number)[]): Promise<string[] | null> };
+
+const pairsToObject = (pairs: string[]) => {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
+  return out;
+};
+
+/** PUT /v1/projects/{id} and PATCH …/rate-limits on Redis. */
+export class RedisProjectSettings {
+  private readonly redis: Scripted;
+
+  constructor(
+    redis: RedisClient,
+    private readonly keys: KeyNames,
+  ) {
+    redis.defineCommand('novaUpdateProject', { numberOfKeys: 2, lua: UPDATE_SCRIPT });
+    this.redis = redis as Scripted;
+  }
+
+  replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null> {
+    return this.update(projectId, { name: settings.name, environment: settings.environment ?? '', updated_at: settings.updated_at }, audit);
+  }
+
+  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
+    const fields: Record<string, string> = { updated_at: updatedAt };
+    if (patch.requests_per_minute !== undefined) fields.requests_per_minute = String(patch.requests_per_minute);
+    if (patch.burst_limit !== undefined) fields.burst_limit = String(patch.burst_limit);
+    return this.update(projectId, fields, audit);
+  }
+
+  private async update(projectId: string, fields: Record<string, string>, audit: AuditEvent): Promise<ProjectRecord | null> {
+    const pairs = Object.entries(fields).flat();
+    const result = await guard(
+      this.redis.novaUpdateProject(this.keys.project(projectId), this.keys.audit(projectId), pairs.length / 2, ...pairs, ...auditToFields(audit)),
+    );
+    return result === null ? null : projectFromHash(pairsToObject(result));
+  }
+}

@@ -1,0 +1,102 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { freePort, waitForRedis } from './redis-server.js';
+
+/**
+ * A 3-master Redis Cluster of `redis-server --cluster-enabled yes` processes on loopback
+ * ports, joined with `redis-cli --cluster create … --cluster-replicas 0`.
+ */
+export class RedisCluster {
+  private constructor(
+    private readonly children: ChildProcess[],
+    readonly ports: number[],
+    private readonly dir: string,
+  ) {}
+
+  static async start(masters = 3): Promise<RedisCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-cluster-'));
+    const ports: number[] = [];
+    const children: ChildProcess[] = [];
+    for (let i = 0; i < masters; i++) {
+      const port = await freePort();
+      // The bus port is set explicitly (port + 10000 may be taken or out of range).
+      const busPort = await freePort();
+      ports.push(port);
+      const nodeDir = join(dir, String(port));
+      spawnSync('mkdir', ['-p', nodeDir]);
+      children.push(
+        spawn(
+          'redis-server',
+          [
+            '--port', String(port),
+            '--cluster-port', String(busPort),
+            '--bind', '127.0.0.1',
+            '--dir', nodeDir,
+            '--cluster-enabled', 'yes',
+            '--cluster-config-file', 'nodes.conf',
+            '--cluster-node-timeout', '5000',
+            '--save', '',
+            '--appendonly', 'no',
+          ],
+          { stdio: 'ignore' },
+        ),
+      );
+    }
+    const cluster = new RedisCluster(children, ports, dir);
+    try {
+      await Promise.all(ports.map((port) => waitForRedis(`redis://127.0.0.1:${port}`)));
+      const created = spawnSync(
+        'redis-cli',
+        ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'],
+        { encoding: 'utf8', timeout: 30_000 },
+      );
+      if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+      await cluster.waitUntilOk();
+      return cluster;
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+  }
+
+  /** The seed list REDIS_URL takes with REDIS_MODE=cluster. */
+  get url(): string {
+    return this.ports.map((port) => `redis://127.0.0.1:${port}`).join(',');
+  }
+
+  private async waitUntilOk(timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const states = await Promise.all(
+        this.ports.map(async (port) => {
+          const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 0 });
+          client.on('error', () => undefined);
+          try {
+            return String(await client.call('CLUSTER', 'INFO'));
+          } finally {
+            client.disconnect();
+          }
+        }),
+      );
+      if (states.every((info) => info.includes('cluster_state:ok'))) return;
+      if (Date.now() > deadline) throw new Error(`cluster not ok after ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.children.map(async (child) => {
+        if (child.exitCode !== null) return;
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+      }),
+    );
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
