@@ -4,6 +4,7 @@ import type { Metrics } from './metrics/metrics.js';
 import type { Admission } from './quota/admission.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import type { KeyPrincipal, Store } from './store/types.js';
+import type { ModelRegistry } from './upstream/model-registry.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
@@ -23,6 +24,8 @@ export interface AppContext {
   metrics: Metrics;
   /** Per-project rate limiting (src/quota/admission.ts). */
   admission: Admission;
+  /** Models of the config with their upstream targets and connection pools. */
+  models: ModelRegistry;
 }
 
 declare module 'fastify' {

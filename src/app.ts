@@ -19,6 +19,7 @@ import type { UsageMeter } from './quota/usage-meter.js';
 import { Admission } from './quota/admission.js';
 import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
+import { ModelRegistry } from './upstream/model-registry.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -31,6 +32,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Serve GET /metrics on this app (METRICS_PORT=0); otherwise the process serves it apart. */
   serveMetrics?: boolean;
+  /** Where upstream keys (models[].api_key_env) are read; default process.env. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface App {
@@ -81,7 +84,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       metrics: metrics.quota,
       onStoreError: (error) => app.log.warn({ err: error }, 'rate limiter store unavailable: using the per-replica fallback'),
     }),
+    models: new ModelRegistry(config.models, deps.env ?? process.env),
   };
+
+  app.addHook('onClose', async () => ctx.models.close());
 
   installValidators(app);
   installJsonParser(app);

@@ -13,6 +13,7 @@ export interface GatewayConfig {
   rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
+  conversations: { retention_seconds: number; max_messages: number };
 }
 
 export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
@@ -27,6 +28,10 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
     auth: {
       cache_ttl_ms: raw.auth?.cache_ttl_ms ?? 10_000,
       failed_attempts: raw.auth?.failed_attempts ?? { max: 30, window_seconds: 60, block_seconds: 60 },
+    },
+    conversations: {
+      retention_seconds: raw.conversations?.retention_seconds ?? 30 * 86_400,
+      max_messages: raw.conversations?.max_messages ?? 1000,
     },
     redis: {
       command_timeout_ms: raw.redis?.command_timeout_ms ?? 1000,

@@ -56,6 +56,21 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     if (model.api_key_env !== undefined && !env[model.api_key_env]) {
       throw new ConfigError(`config field "${at}.api_key_env" names the environment variable ${model.api_key_env}, which is not set`);
     }
+    if (model.fallbacks?.length && model.upstream === undefined) {
+      throw new ConfigError(`config field "${at}.fallbacks" needs "upstream": the echo provider has no fallbacks`);
+    }
+    model.fallbacks?.forEach((fallback, n) => {
+      try {
+        new URL(fallback.upstream);
+      } catch {
+        throw new ConfigError(`config field "${at}.fallbacks[${n}].upstream" is not a valid URL`);
+      }
+      if (fallback.api_key_env !== undefined && !env[fallback.api_key_env]) {
+        throw new ConfigError(
+          `config field "${at}.fallbacks[${n}].api_key_env" names the environment variable ${fallback.api_key_env}, which is not set`,
+        );
+      }
+    });
   });
   return withDefaults(input);
 }

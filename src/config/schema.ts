@@ -15,6 +15,17 @@ const RateLimitPolicy = Type.Object(
   { additionalProperties: false },
 );
 
+/** A further target of a model, tried in order when the ones before it fail before any byte reached the client. */
+export const FallbackTargetSchema = Type.Object(
+  {
+    upstream: Type.String({ pattern: '^https?://' }),
+    upstream_model: Type.Optional(Type.String({ minLength: 1 })),
+    api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  },
+  { additionalProperties: false },
+);
+
 export const ModelConfigSchema = Type.Object(
   {
     id: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' }),
@@ -27,6 +38,7 @@ export const ModelConfigSchema = Type.Object(
     max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
     owned_by: Type.Optional(Type.String({ minLength: 1 })),
     endpoints: Type.Optional(Type.Array(ModelEndpoint, { minItems: 1, uniqueItems: true })),
+    fallbacks: Type.Optional(Type.Array(FallbackTargetSchema, { maxItems: 8 })),
   },
   { additionalProperties: false },
 );
@@ -61,6 +73,15 @@ export const GatewayConfigSchema = Type.Object(
               { additionalProperties: false },
             ),
           ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    conversations: Type.Optional(
+      Type.Object(
+        {
+          retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })),
+          max_messages: Type.Optional(Type.Integer({ minimum: 2, maximum: 100_000 })),
         },
         { additionalProperties: false },
       ),
@@ -108,5 +129,6 @@ export const GatewayConfigSchema = Type.Object(
 
 export type RawGatewayConfig = Static<typeof GatewayConfigSchema>;
 export type ModelConfig = Static<typeof ModelConfigSchema>;
+export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;

@@ -70,6 +70,18 @@ export const rateLimitExceeded = (retryAfterSeconds: number, message = 'Rate lim
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
   });
 
+/** The model backend answered with a failure (5xx, or a reply the gateway cannot use). */
+export const upstreamError = (message = 'The model backend failed.') =>
+  new ApiError(502, 'upstream_error', 'upstream_error', message);
+
+/** The model backend could not be reached (connection refused, reset, DNS). */
+export const upstreamUnavailable = (message = 'The model backend is unavailable; retry later.') =>
+  new ApiError(503, 'upstream_error', 'upstream_unavailable', message);
+
+/** The model backend did not answer within the model's timeout_ms. */
+export const upstreamTimeout = (message = 'The model backend did not answer in time.') =>
+  new ApiError(504, 'upstream_error', 'upstream_timeout', message);
+
 export const storeUnavailable = () =>
   new ApiError(503, 'service_unavailable', 'store_unavailable', 'The gateway store is unavailable; retry later.');
 

@@ -3,6 +3,7 @@ import { AuthMetrics } from './auth-metrics.js';
 import { HttpMetrics } from './http-metrics.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { UsageMetrics } from './usage-metrics.js';
+import { ModelTrafficMetrics } from './model-traffic-metrics.js';
 
 /** The process's Prometheus registry; instrument groups register on it. */
 export class Metrics {
@@ -11,6 +12,7 @@ export class Metrics {
   readonly auth: AuthMetrics;
   readonly quota: QuotaMetrics;
   readonly usage: UsageMetrics;
+  readonly modelTraffic = new ModelTrafficMetrics(this.registry);
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
   constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {

@@ -1,5 +1,8 @@
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { QuotaStore, UsageStore } from './quota-types.js';
+import type { ConversationStore } from './conversation-types.js';
+
+export type * from './conversation-types.js';
 
 /** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
 
@@ -134,6 +137,7 @@ export interface Store {
   /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts. */
   readonly quota: QuotaStore;
   readonly usage: UsageStore;
+  readonly conversations: ConversationStore;
   /** A rate-limiter-flexible limiter shared by all replicas (in-process for the memory store). */
   createLimiter(options: LimiterOptions): RateLimiterAbstract;
   ping(): Promise<void>;

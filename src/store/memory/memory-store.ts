@@ -3,6 +3,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { principalOf } from '../principal.js';
 import { MemoryQuotaStore } from './memory-quota.js';
 import { MemoryUsageStore } from './memory-usage.js';
+import { MemoryConversationStore } from './conversations.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -37,6 +38,7 @@ export class MemoryStore implements Store {
   private readonly bus = new EventEmitter();
   readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
   readonly usage = new MemoryUsageStore();
+  readonly conversations = new MemoryConversationStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { AuditStore, InvalidationBus, LimiterOptions, Store } from '../types.js';
 import { RedisApiKeyStore } from './api-keys.js';
+import { RedisConversationStore } from './conversations.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import { KeyNames } from './key-names.js';
@@ -18,6 +19,7 @@ export class RedisStore implements Store {
   readonly invalidation: InvalidationBus;
   readonly quota: RedisQuotaStore;
   readonly usage: RedisUsageStore;
+  readonly conversations: RedisConversationStore;
   private readonly keys: KeyNames;
   private subscriber: RedisClient | null = null;
 
@@ -30,6 +32,7 @@ export class RedisStore implements Store {
     this.projects = new RedisProjectStore(redis, this.keys, this.apiKeys);
     this.quota = new RedisQuotaStore(redis, this.keys);
     this.usage = new RedisUsageStore(redis, this.keys);
+    this.conversations = new RedisConversationStore(redis, this.keys);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));

@@ -1,0 +1,61 @@
+/** Conversations: stored chat history of a project, kept for a retention period after the last write. */
+
+/** Message content as OpenAI sends it: a string or an array of content parts. */
+export type MessageContent = string | Array<Record<string, unknown>>;
+
+export interface MessageRecord {
+  id: string;
+  role: 'system' | 'user' | 'assistant';
+  content: MessageContent;
+  created_at: string;
+}
+
+export interface ConversationRecord {
+  id: string;
+  project_id: string;
+  model: string;
+  created_at: string;
+  updated_at: string;
+  message_count: number;
+  /** Bytes of the stored messages (their JSON), what storage usage counts. */
+  bytes: number;
+  /** When the conversation is deleted unless written to again. */
+  expires_at: string;
+}
+
+export interface MessagePage {
+  data: MessageRecord[];
+  hasMore: boolean;
+}
+
+export interface ConversationAppend {
+  projectId: string;
+  conversationId: string;
+  model: string;
+  /** true: the conversation must exist already (a continuation); false: it is created. */
+  existing: boolean;
+  messages: MessageRecord[];
+  nowMs: number;
+  retentionSeconds: number;
+}
+
+export interface ConversationStore {
+  get(projectId: string, conversationId: string): Promise<ConversationRecord | null>;
+  /**
+   * Appends messages in order and renews the retention of the whole conversation, atomically.
+   * Returns the updated record, or null when `existing` was set and the conversation is gone.
+   */
+  append(append: ConversationAppend): Promise<ConversationRecord | null>;
+  /**
+   * Messages oldest first, starting after the message `afterId` (null: from the first).
+   * Returns null when `afterId` is not a message of this conversation.
+   */
+  messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null>;
+}
+
+/** The stored size of messages: what the storage measure of usage counts. */
+export function storedBytes(messages: MessageRecord[]): number {
+  let bytes = 0;
+  for (const message of messages) bytes += Buffer.byteLength(JSON.stringify(message));
+  return bytes;
+}

@@ -1,0 +1,130 @@
+import type {
+  ConversationAppend,
+  ConversationRecord,
+  ConversationStore,
+  MessagePage,
+  MessageRecord,
+} from '../conversation-types.js';
+import { storedBytes } from '../conversation-types.js';
+import type { RedisClient } from './connect.js';
+import { guard } from './guard.js';
+import type { KeyNames } from './key-names.js';
+
+/**
+ * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index).
+ * ARGV: existing (1/0), project id, conversation id, model, now ISO, retention s, bytes, then (id, json) pairs.
+ * Appends in order, renews the TTL of all three keys, returns the record (false when a continuation found nothing).
+ */
+const APPEND_SCRIPT = `
+if ARGV[1] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+else
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('HSET', KEYS[1], 'id', ARGV[3], 'project_id', ARGV[2], 'created_at', ARGV[5], 'message_count', 0, 'bytes', 0)
+  end
+end
+local n = redis.call('LLEN', KEYS[2])
+for i = 8, #ARGV, 2 do
+  redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+  redis.call('HSET', KEYS[3], ARGV[i], n)
+  n = n + 1
+end
+redis.call('HSET', KEYS[1], 'model', ARGV[4], 'updated_at', ARGV[5], 'message_count', n)
+redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[7])
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('EXPIRE', KEYS[3], ARGV[6])
+local record = redis.call('HGETALL', KEYS[1])
+table.insert(record, 'ttl_ms')
+table.insert(record, redis.call('PTTL', KEYS[1]))
+return record
+`;
+
+/** KEYS: record, messages, positions. ARGV: after id ('' = from the start), limit. Returns {found, messages...}. */
+const PAGE_SCRIPT = `
+local start = 0
+if ARGV[1] ~= '' then
+  local position = redis.call('HGET', KEYS[3], ARGV[1])
+  if not position then return {0} end
+  start = tonumber(position) + 1
+end
+local limit = tonumber(ARGV[2])
+local page = redis.call('LRANGE', KEYS[2], start, start + limit)
+table.insert(page, 1, 1)
+return page
+`;
+
+type Scripted = RedisClient & {
+  novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
+  novaConversationPage(...args: (string | number)[]): Promise<(string | number)[]>;
+};
+
+function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number): ConversationRecord | null {
+  if (!fields.id) return null;
+  return {
+    id: fields.id,
+    project_id: fields.project_id!,
+    model: fields.model ?? '',
+    created_at: fields.created_at!,
+    updated_at: fields.updated_at ?? fields.created_at!,
+    message_count: Number(fields.message_count ?? 0),
+    bytes: Number(fields.bytes ?? 0),
+    expires_at: new Date(nowMs + Math.max(0, ttlMs)).toISOString(),
+  };
+}
+
+export class RedisConversationStore implements ConversationStore {
+  private readonly redis: Scripted;
+
+  constructor(
+    redis: RedisClient,
+    private readonly keys: KeyNames,
+  ) {
+    redis.defineCommand('novaAppendConversation', { numberOfKeys: 3, lua: APPEND_SCRIPT });
+    redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
+    this.redis = redis as Scripted;
+  }
+
+  private keysOf(projectId: string, conversationId: string): [string, string, string] {
+    return [
+      this.keys.conversation(projectId, conversationId),
+      this.keys.conversationMessages(projectId, conversationId),
+      this.keys.conversationPositions(projectId, conversationId),
+    ];
+  }
+
+  async get(projectId: string, conversationId: string): Promise<ConversationRecord | null> {
+    const key = this.keys.conversation(projectId, conversationId);
+    const [fields, ttl] = await guard(Promise.all([this.redis.hgetall(key), this.redis.pttl(key)]));
+    return recordFrom(fields, ttl, Date.now());
+  }
+
+  async append(append: ConversationAppend): Promise<ConversationRecord | null> {
+    const pairs: string[] = [];
+    for (const message of append.messages) pairs.push(message.id, JSON.stringify(message));
+    const reply = await guard(
+      this.redis.novaAppendConversation(
+        ...this.keysOf(append.projectId, append.conversationId),
+        append.existing ? '1' : '0',
+        append.projectId,
+        append.conversationId,
+        append.model,
+        new Date(append.nowMs).toISOString(),
+        append.retentionSeconds,
+        storedBytes(append.messages),
+        ...pairs,
+      ),
+    );
+    if (!reply) return null;
+    const fields: Record<string, string> = {};
+    for (let i = 0; i < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1]);
+    return recordFrom(fields, Number(fields.ttl_ms), append.nowMs);
+  }
+
+  async messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null> {
+    const reply = await guard(this.redis.novaConversationPage(...this.keysOf(projectId, conversationId), afterId ?? '', limit));
+    if (Number(reply[0]) === 0) return null;
+    const items = reply.slice(1).map((json) => JSON.parse(String(json)) as MessageRecord);
+    return { data: items.slice(0, limit), hasMore: items.length > limit };
+  }
+}

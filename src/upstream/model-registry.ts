@@ -1,0 +1,102 @@
+import { Pool } from 'undici';
+import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+const KEEP_ALIVE_MS = 30_000;
+
+/** An OpenAI-compatible backend: one keep-alive pool per origin, shared by every model that uses it. */
+export interface HttpTarget {
+  kind: 'http';
+  /** host:port, for logs and metric labels (never credentials or paths). */
+  label: string;
+  pool: Pool;
+  /** Base path + /chat/completions (+ the base URL's query string). */
+  chatPath: string;
+  upstreamModel: string;
+  /** The whole Authorization header value, or undefined when the upstream needs no key. */
+  authorization: string | undefined;
+  timeoutMs: number;
+}
+
+export interface EchoTarget {
+  kind: 'echo';
+  label: 'echo';
+}
+
+export type Target = HttpTarget | EchoTarget;
+
+export interface RegisteredModel {
+  id: string;
+  ownedBy: string;
+  endpoints: ModelEndpointName[];
+  contextWindow: number | null;
+  maxOutputTokens: number | null;
+  /** The primary target first, then the fallbacks in order. */
+  targets: Target[];
+}
+
+/** The models of the config by public id, with their upstream targets resolved once at start. */
+export class ModelRegistry {
+  private readonly models = new Map<string, RegisteredModel>();
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(models: ModelConfig[], env: NodeJS.ProcessEnv = process.env) {
+    for (const model of models) {
+      const targets: Target[] = [];
+      if (model.provider === 'echo') {
+        targets.push({ kind: 'echo', label: 'echo' });
+      } else if (model.upstream !== undefined) {
+        targets.push(this.httpTarget({ ...model, upstream: model.upstream }, env));
+        // A fallback inherits what it does not set: the upstream model name and the timeout.
+        for (const fallback of model.fallbacks ?? []) {
+          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms };
+          targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, env));
+        }
+      }
+      this.models.set(model.id, {
+        id: model.id,
+        ownedBy: model.owned_by ?? (model.provider === 'echo' ? 'nova-gateway' : 'organization'),
+        endpoints: model.endpoints ?? ['chat'],
+        contextWindow: model.context_window ?? null,
+        maxOutputTokens: model.max_output_tokens ?? null,
+        targets,
+      });
+    }
+  }
+
+  get(id: string): RegisteredModel | undefined {
+    return this.models.get(id);
+  }
+
+  list(): RegisteredModel[] {
+    return [...this.models.values()];
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((pool) => pool.close().catch(() => undefined)));
+  }
+
+  private httpTarget(target: FallbackTargetConfig & { id: string }, env: NodeJS.ProcessEnv): HttpTarget {
+    const url = new URL(target.upstream);
+    const key = target.api_key_env === undefined ? undefined : env[target.api_key_env];
+    return {
+      kind: 'http',
+      label: url.host,
+      pool: this.poolFor(url.origin),
+      chatPath: `${url.pathname.replace(/\/+$/, '')}/chat/completions${url.search}`,
+      upstreamModel: target.upstream_model ?? target.id,
+      authorization: key ? `Bearer ${key}` : undefined,
+      timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+    };
+  }
+
+  private poolFor(origin: string): Pool {
+    let pool = this.pools.get(origin);
+    if (!pool) {
+      // No connection cap: every concurrent stream needs its own connection (HTTP/1.1, no pipelining).
+      pool = new Pool(origin, { pipelining: 1, keepAliveTimeout: KEEP_ALIVE_MS, connectTimeout: 10_000 });
+      this.pools.set(origin, pool);
+    }
+    return pool;
+  }
+}

@@ -1,0 +1,106 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { ApiError } from '../http/errors.js';
+import { echoResponse } from './echo-provider.js';
+import type { RegisteredModel, Target } from './model-registry.js';
+import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
+
+export interface UpstreamResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Readable;
+}
+
+export interface CallOptions {
+  requestId: string;
+  stream: boolean;
+  /** Aborted with a ClientGone reason when the client disconnects. */
+  signal: AbortSignal;
+}
+
+const ERROR_BODY_LIMIT = 64 * 1024;
+
+/** Reads a body to text, up to `limit` bytes (the rest is discarded). */
+export async function readBody(body: Readable, limit = Number.POSITIVE_INFINITY): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size < limit) chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).length;
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** One request to one target. Rejects on a network failure or timeout; any HTTP status resolves. */
+export async function callTarget(
+  target: Target,
+  publicModel: string,
+  body: Record<string, unknown>,
+  options: CallOptions,
+): Promise<UpstreamResponse> {
+  if (target.kind === 'echo') return echoResponse(body, publicModel);
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: options.stream ? 'text/event-stream' : 'application/json',
+    'x-request-id': options.requestId,
+  };
+  if (target.authorization) headers.authorization = target.authorization;
+  const response = await target.pool.request({
+    method: 'POST',
+    path: target.chatPath,
+    headers,
+    body: JSON.stringify(body),
+    signal: options.signal,
+    headersTimeout: target.timeoutMs,
+    bodyTimeout: target.timeoutMs,
+  });
+  return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
+}
+
+export interface Attempt {
+  target: Target;
+  /** 0 for the primary target, n for the n-th fallback. */
+  index: number;
+  startedAt: number;
+}
+
+export interface FallbackEvents {
+  /** A target failed and the next one will be tried. */
+  onFallback(failed: Attempt, error: ApiError): void;
+  /** A target answered (any status) or failed; for upstream metrics. */
+  onAttemptEnd(attempt: Attempt, outcome: string): void;
+}
+
+/**
+ * Tries the model's targets in order until one answers 2xx. A failure moves on to the next
+ * target only while nothing has reached the client and only when another target could help
+ * (unreachable, timeout, 5xx, 429); otherwise it is thrown as the mapped ApiError.
+ */
+export async function requestWithFallback(
+  model: RegisteredModel,
+  bodyFor: (target: Target) => Record<string, unknown>,
+  options: CallOptions,
+  events: FallbackEvents,
+): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
+  let lastError: ApiError | undefined;
+  for (let index = 0; index < model.targets.length; index++) {
+    const target = model.targets[index]!;
+    const attempt: Attempt = { target, index, startedAt: performance.now() };
+    let error: ApiError;
+    try {
+      const response = await callTarget(target, model.id, bodyFor(target), options);
+      if (response.status >= 200 && response.status < 300) return { response, attempt };
+      const text = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => '');
+      error = mapUpstreamStatus(response.status, response.headers, text);
+      events.onAttemptEnd(attempt, String(response.status));
+    } catch (failure) {
+      if (options.signal.aborted) throw options.signal.reason instanceof ClientGone ? options.signal.reason : failure;
+      error = mapUpstreamFailure(failure);
+      events.onAttemptEnd(attempt, error.code);
+    }
+    lastError = error;
+    if (!shouldFallBack(error) || index === model.targets.length - 1) break;
+    events.onFallback(attempt, error);
+  }
+  throw lastError!;
+}

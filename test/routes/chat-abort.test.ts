@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
+import { FakeUpstream } from '../support/fake-upstream.js';
+import { chat, chatConfig, chatEnv, RecordingUsageMeter, sseData } from '../support/chat-fixtures.js';
+
+const pieces = Array.from({ length: 10 }, (_, n) => ` w${n}`);
+
+async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}
+
+describe('client disconnects and broken upstream streams (real sockets)', () => {
+  let upstream: FakeUpstream;
+  let test: TestApp;
+  let project: TestProject;
+  let usage: RecordingUsageMeter;
+  let base: string;
+
+  beforeAll(async () => {
+    upstream = await FakeUpstream.start({
+      trickle: { chunks: pieces, hangAfterChunks: 3 },
+      breaks: { chunks: pieces, closeAfterChunks: 2, chunkDelayMs: 10 },
+      hangs: { hang: true },
+    });
+    usage = new RecordingUsageMeter();
+    test = await buildTestApp('memory', {
+      config: chatConfig(upstream, [
+        { id: 'trickle-1', upstream: upstream.baseUrl('trickle'), timeout_ms: 10_000 },
+        { id: 'breaks-1', upstream: upstream.baseUrl('breaks') },
+        { id: 'hangs-1', upstream: upstream.baseUrl('hangs'), timeout_ms: 10_000 },
+      ]),
+      deps: { usage, env: chatEnv },
+    });
+    base = await test.app.listen({ port: 0, host: '127.0.0.1' });
+    project = await createProject(test.app);
+  });
+  afterAll(async () => {
+    await test.close();
+    await upstream.close();
+  });
+
+  it('a client that aborts mid-stream closes the upstream request; the delivered tokens are counted exactly once', async () => {
+    const controller = new AbortController();
+    const response = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-abort-stream' },
+      body: JSON.stringify({ model: 'trickle-1', messages: [{ role: 'user', content: 'Tell me a long story' }], stream: true }),
+      signal: controller.signal,
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    let text = '';
+    while ((text.match(/"content":" w/g) ?? []).length < 3) {
+      const { value } = await reader.read();
+      text += new TextDecoder().decode(value);
+    }
+    controller.abort();
+    await upstream.waitFor(() => upstream.requestsOf('trickle')[0]?.aborted === true);
+    await until(() => usage.of('req-abort-stream').length > 0);
+    await sleep(100);
+    const records = usage.of('req-abort-stream');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ model: 'trickle-1', completionTokens: 3, storageBytesDelta: 0 });
+    expect(records[0]!.promptTokens).toBeGreaterThan(0);
+    const active = await test.ctx.metrics.registry.getSingleMetricAsString('nova_chat_streams_active');
+    expect(active).toMatch(/nova_chat_streams_active 0/);
+  });
+
+  it('a client that gives up on a non-streaming request cancels the upstream request', async () => {
+    const controller = new AbortController();
+    const pending = fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-abort-json' },
+      body: JSON.stringify({ model: 'hangs-1', messages: [{ role: 'user', content: 'x' }] }),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await upstream.waitFor(() => upstream.requestsOf('hangs').length === 1);
+    controller.abort();
+    await pending;
+    await upstream.waitFor(() => upstream.requestsOf('hangs')[0]!.aborted);
+    await until(() => usage.of('req-abort-json').length > 0);
+    expect(usage.of('req-abort-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+  });
+
+  it('an upstream that breaks off mid-stream ends the stream with an error event; delivered tokens are counted, nothing stored', async () => {
+    const res = await chat(test.app, project.auth, { model: 'breaks-1', messages: [{ role: 'user', content: 'x' }], stream: true }, {
+      'x-request-id': 'req-breaks',
+    });
+    expect(res.statusCode).toBe(200);
+    const data = sseData(res.body);
+    expect(JSON.parse(data.at(-1)!)).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_unavailable' } });
+    expect(usage.of('req-breaks')).toEqual([expect.objectContaining({ completionTokens: 2, storageBytesDelta: 0 })]);
+    const conversation = await test.app.inject({ url: `/v1/conversations/${res.headers['x-conversation-id']}`, headers: project.auth });
+    expect(conversation.statusCode).toBe(404);
+  });
+});
