@@ -1,0 +1,66 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mintId } from '../../src/http/ids.js';
+import { storedBytes, type ConversationAppend, type MessageRecord } from '../../src/store/conversation-types.js';
+import type { Store } from '../../src/store/types.js';
+import { createTestStore, STORE_KINDS } from '../support/test-app.js';
+
+const message = (role: MessageRecord['role'], content: MessageRecord['content']): MessageRecord => ({
+  id: mintId('msg'),
+  role,
+  content,
+  created_at: new Date().toISOString(),
+});
+
+describe.each(STORE_KINDS)('conversation store contract (%s)', (kind) => {
+  let store: Store;
+  const projectId = mintId('proj');
+  const append = (overrides: Partial<ConversationAppend>): ConversationAppend => ({
+    projectId,
+    conversationId: mintId('conv'),
+    model: 'm',
+    existing: false,
+    messages: [],
+    nowMs: Date.now(),
+    retentionSeconds: 3600,
+    ...overrides,
+  });
+
+  beforeEach(async () => {
+    store = await createTestStore(kind);
+  });
+  afterEach(() => store.close());
+
+  it('appends in order, counts messages and bytes, pages after a message id', async () => {
+    const id = mintId('conv');
+    const first = [message('system', 'sys'), message('user', [{ type: 'text', text: 'hi' }]), message('assistant', 'hello')];
+    const created = await store.conversations.append(append({ conversationId: id, messages: first }));
+    expect(created).toMatchObject({ id, project_id: projectId, model: 'm', message_count: 3, bytes: storedBytes(first) });
+    const more = [message('user', 'again'), message('assistant', 'sure')];
+    const updated = await store.conversations.append(append({ conversationId: id, messages: more, existing: true, model: 'm2' }));
+    expect(updated).toMatchObject({ message_count: 5, model: 'm2', created_at: created!.created_at });
+    const all = [...first, ...more];
+    const page1 = await store.conversations.messages(projectId, id, null, 2);
+    expect(page1).toEqual({ data: all.slice(0, 2), hasMore: true });
+    const page2 = await store.conversations.messages(projectId, id, page1!.data[1]!.id, 2);
+    expect(page2).toEqual({ data: all.slice(2, 4), hasMore: true });
+    const page3 = await store.conversations.messages(projectId, id, page2!.data[1]!.id, 2);
+    expect(page3).toEqual({ data: all.slice(4), hasMore: false });
+    expect(await store.conversations.messages(projectId, id, mintId('msg'), 2)).toBeNull();
+  });
+
+  it('scopes conversations by project and refuses to continue one that does not exist', async () => {
+    const id = mintId('conv');
+    await store.conversations.append(append({ conversationId: id, messages: [message('user', 'x')] }));
+    expect(await store.conversations.get(mintId('proj'), id)).toBeNull();
+    expect(await store.conversations.append(append({ existing: true, messages: [message('user', 'x')] }))).toBeNull();
+  });
+
+  it('forgets a conversation after its retention', async () => {
+    const id = mintId('conv');
+    const saved = await store.conversations.append(append({ conversationId: id, messages: [message('user', 'x')], retentionSeconds: 1 }));
+    expect(Date.parse(saved!.expires_at)).toBeLessThanOrEqual(Date.now() + 1000);
+    await sleep(1100);
+    expect(await store.conversations.get(projectId, id)).toBeNull();
+  });
+});
