@@ -10,6 +10,8 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 /** The real server process (src/server.ts through tsx), with its log lines kept for inspection. */
 export class GatewayProcess {
   readonly logs: string[] = [];
+  /** The METRICS_PORT the process was given (0: /metrics on the main port). */
+  metricsPort = 0;
   private exitCode: number | null | undefined;
   private readonly exited: Promise<number | null>;
 
@@ -45,6 +47,7 @@ export class GatewayProcess {
     }
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const gateway = new GatewayProcess(child, port);
+    gateway.metricsPort = Number(env.METRICS_PORT);
     await gateway.waitUntilReady();
     return gateway;
   }
