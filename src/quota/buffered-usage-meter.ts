@@ -23,9 +23,9 @@ const finite = (value: number | undefined) => (value !== undefined && Number.isF
 /**
  * Usage off the request path: record() appends to a bounded in-process buffer and returns;
  * a timer writes the buffer to the store in batches. While the store is unreachable the
- * records wait and are written when it returns. Exactly once: a second record of the same
- * `<request id>:<part>` is dropped here, and each batch carries an id the store applies
- * once, so retrying a batch whose first attempt timed out (but ran) does not count twice.
+ * records wait and are written when it returns. Exactly once: a second report of the same
+ * request and part is dropped here (see accept), and each batch carries an id the store
+ * applies once, so retrying a batch whose first attempt timed out (but ran) does not count twice.
  */
 export class BufferedUsageMeter implements UsageMeter {
   private buffer: UsageEvent[] = [];
@@ -33,6 +33,8 @@ export class BufferedUsageMeter implements UsageMeter {
   private readonly replica = randomBase62(10);
   private batches = 0;
   private readonly recent = new Set<string>();
+  /** Requests admitted here (latest admission per id) and the parts they reported. */
+  private readonly open = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private readonly now: () => number;
@@ -53,15 +55,10 @@ export class BufferedUsageMeter implements UsageMeter {
 
   record(usage: UsageRecord): void {
     try {
-      const part = usage.part ?? (usage.requests ? 'request' : 'usage');
-      const eventId = `${usage.requestId}:${part}`;
-      const dedupId = `${usage.projectId}:${eventId}`;
-      if (this.recent.has(dedupId)) return;
-      this.recent.add(dedupId);
-      if (this.recent.size > RECENT_IDS) this.recent.delete(this.recent.values().next().value!);
+      if (!this.accept(usage)) return;
       const event: UsageEvent = {
         projectId: usage.projectId,
-        eventId,
+        eventId: `${usage.requestId}:${usage.part ?? 'usage'}`,
         atMs: usage.atMs ?? this.now(),
         counts: {
           requests: Math.round(finite(usage.requests)),
@@ -83,6 +80,36 @@ export class BufferedUsageMeter implements UsageMeter {
     } catch (error) {
       this.options.onError?.(error, 'usage record');
     }
+  }
+
+  /**
+   * Once per request: admission (part "request") is called once per request by
+   * construction and always counts; it opens the request for one report per part. A
+   * second report of the same request and part is dropped. Keyed by what the request was
+   * admitted as, so a client that reuses an x-request-id for several requests still has
+   * every one of them counted.
+   */
+  private accept(usage: UsageRecord): boolean {
+    const request = `${usage.projectId}:${usage.requestId}`;
+    if (usage.part === 'request') {
+      this.open.delete(request);
+      this.open.set(request, new Set());
+      if (this.open.size > RECENT_IDS) this.open.delete(this.open.keys().next().value!);
+      return true;
+    }
+    const part = usage.part ?? 'usage';
+    const reported = this.open.get(request);
+    if (reported) {
+      if (reported.has(part)) return false;
+      reported.add(part);
+      return true;
+    }
+    // Not admitted here (or long ago): fall back to remembering recent reports.
+    const id = `${request}:${part}`;
+    if (this.recent.has(id)) return false;
+    this.recent.add(id);
+    if (this.recent.size > RECENT_IDS) this.recent.delete(this.recent.values().next().value!);
+    return true;
   }
 
   /** Writes what is buffered; stops at the first store failure (the rest waits for the next tick). */

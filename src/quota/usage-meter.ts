@@ -15,8 +15,8 @@ export interface UsageRecord {
   /** Change in what the project stores (conversations, transcripts, metadata), in bytes. */
   storageBytesDelta?: number;
   /**
-   * Tells apart several records of one request: one record per (requestId, part) counts.
-   * Default: "request" when `requests` is set (admission), else "usage" (the route's report).
+   * Tells apart several reports of one request: one report per (request, part) counts.
+   * Default "usage" (the route's report); "request" is admission's own (set with requests: 1).
    */
   part?: string;
   /** When it happened (epoch ms); default: when recorded. */

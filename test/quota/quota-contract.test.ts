@@ -147,9 +147,15 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     record('r-start', m);
     record('r-last', m + MINUTE_MS - 1);
     record('r-next', m + MINUTE_MS);
-    record('r-start', m); // the same request again: counted once
-    app.ctx.usage.record({ projectId: project.projectId, requestId: 'r-start', atMs: m, model: 'echo-1', promptTokens: 7, completionTokens: 5, imageGenerations: 2, audioSeconds: 1.5, storageBytesDelta: 300 });
-    app.ctx.usage.record({ projectId: project.projectId, requestId: 'r-start', atMs: m, model: 'echo-1', promptTokens: 7 });
+    const report = (requestId: string, atMs: number, fields: Record<string, unknown>) =>
+      app.ctx.usage.record({ projectId: project.projectId, requestId, atMs, model: 'echo-1', ...fields });
+    report('r-start', m, { promptTokens: 7, completionTokens: 5, imageGenerations: 2, audioSeconds: 1.5, storageBytesDelta: 300 });
+    report('r-start', m, { promptTokens: 7 }); // the same request's report again: counted once
+    // A client reusing its x-request-id: two requests, each admitted and counted.
+    record('reused', m + 1000);
+    report('reused', m + 1000, { promptTokens: 1 });
+    record('reused', m + 2000);
+    report('reused', m + 2000, { promptTokens: 1 });
     await meterOf(app).flush();
 
     const usage = async (query: string) => {
@@ -165,8 +171,8 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
       status: 'succeeded',
       start_time: iso(m),
       end_time: iso(m + MINUTE_MS),
-      requests: 2,
-      tokens: { prompt: 7, completion: 5, total: 12 },
+      requests: 4,
+      tokens: { prompt: 9, completion: 5, total: 14 },
       image_generations: 2,
       audio_seconds: 1.5,
       storage_bytes: 300,
@@ -175,18 +181,18 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     expect((await usage(`start_time=${iso(m - MINUTE_MS)}&end_time=${iso(m)}`)).requests).toBe(1);
     expect((await usage(`start_time=${iso(m + MINUTE_MS)}&end_time=${iso(m + 2 * MINUTE_MS)}`)).requests).toBe(1);
     const plotted = await usage(`start_time=${iso(m - MINUTE_MS)}&end_time=${iso(m + 2 * MINUTE_MS)}&bucket_width=1m`);
-    expect(plotted.requests).toBe(4);
+    expect(plotted.requests).toBe(6);
     expect(plotted.bucket_width).toBe('1m');
-    expect(plotted.buckets.map((bucket: { requests: number }) => bucket.requests)).toEqual([1, 2, 1]);
-    expect(plotted.buckets[1]).toMatchObject({ start_time: iso(m), end_time: iso(m + MINUTE_MS), tokens: { total: 12 } });
+    expect(plotted.buckets.map((bucket: { requests: number }) => bucket.requests)).toEqual([1, 4, 1]);
+    expect(plotted.buckets[1]).toMatchObject({ start_time: iso(m), end_time: iso(m + MINUTE_MS), tokens: { total: 14 } });
   });
 
   it('answers old windows from hour buckets', async () => {
     const { app } = await gateway({});
     const project = await createProject(app.app, { name: 'p', requests_per_minute: 1000, burst_limit: 0 });
     const hour = Math.floor((Date.now() - 72 * HOUR_MS) / HOUR_MS) * HOUR_MS;
-    app.ctx.usage.record({ projectId: project.projectId, requestId: 'old-1', atMs: hour + 10 * MINUTE_MS, requests: 1 });
-    app.ctx.usage.record({ projectId: project.projectId, requestId: 'old-2', atMs: hour + HOUR_MS, requests: 1 });
+    app.ctx.usage.record({ projectId: project.projectId, requestId: 'old-1', atMs: hour + 10 * MINUTE_MS, requests: 1, part: 'request' });
+    app.ctx.usage.record({ projectId: project.projectId, requestId: 'old-2', atMs: hour + HOUR_MS, requests: 1, part: 'request' });
     await meterOf(app).flush();
     const iso = (ms: number) => new Date(ms).toISOString();
     const response = await app.app.inject({
