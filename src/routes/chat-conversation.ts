@@ -32,11 +32,12 @@ export async function planConversation(ctx: AppContext, projectId: string, body:
 }
 
 /**
- * Stores the request's messages and the assistant reply; returns the bytes written (what storage
- * usage counts), or 0 when the store failed: the completion was already served, so a failed write
- * is logged, not turned into an error.
+ * Stores the request's messages and the assistant reply without holding up the response, and
+ * returns the bytes written (what storage usage counts; 0 when nothing is stored). The write is
+ * issued before the response is sent, so a read on this replica (same Redis connection, commands in
+ * order) sees it; a failed write is logged, not turned into an error: the completion was served.
  */
-export async function storeExchange(
+export function storeExchange(
   ctx: AppContext,
   log: FastifyBaseLogger,
   projectId: string,
@@ -44,8 +45,9 @@ export async function storeExchange(
   model: string,
   messages: ChatMessage[],
   reply: string,
-): Promise<number> {
+): number {
   if (!plan.store || plan.id === null) return 0;
+  const conversationId = plan.id;
   const nowMs = ctx.now();
   const at = new Date(nowMs).toISOString();
   const records: MessageRecord[] = messages.map((message) => ({
@@ -55,23 +57,21 @@ export async function storeExchange(
     created_at: at,
   }));
   records.push({ id: mintId('msg', nowMs), role: 'assistant', content: reply, created_at: at });
-  try {
-    const stored = await ctx.store.conversations.append({
+  ctx.store.conversations
+    .append({
       projectId,
-      conversationId: plan.id,
+      conversationId,
       model,
       existing: plan.existing,
       messages: records,
       nowMs,
       retentionSeconds: ctx.config.conversations.retention_seconds,
-    });
-    if (!stored) {
-      log.warn({ conversation_id: plan.id }, 'conversation expired before the reply was stored');
-      return 0;
-    }
-    return storedBytes(records);
-  } catch (error) {
-    log.warn({ err: error, conversation_id: plan.id }, 'conversation not stored: store unavailable');
-    return 0;
-  }
+    })
+    .then(
+      (stored) => {
+        if (!stored) log.warn({ conversation_id: conversationId }, 'conversation expired before the reply was stored');
+      },
+      (error: unknown) => log.warn({ err: error, conversation_id: conversationId }, 'conversation not stored: store unavailable'),
+    );
+  return storedBytes(records);
 }

@@ -41,7 +41,7 @@ export async function completeJson(call: ChatCall): Promise<unknown> {
   if (!Array.isArray(completion.choices)) throw upstreamError('The model backend sent a reply without choices.');
   const replyText = textOf((completion.choices[0] as { message?: { content?: unknown } } | undefined)?.message?.content);
   const usage = tokenUsage(completion, () => estimatePromptTokens([...plan.history, ...body.messages]), replyText);
-  const storageBytes = await storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, replyText);
+  const storageBytes = storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, replyText);
   ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
   call.finish({ outcome: 'completed', ...usage, storageBytes, attempt });
   const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;

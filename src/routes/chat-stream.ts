@@ -40,9 +40,7 @@ export async function completeStream(call: ChatCall): Promise<unknown> {
     beforeEnd: async () => {
       ended = true;
       const complete = upstreamFailure === null && relay.sawDone;
-      const storageBytes = complete
-        ? await storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, relay.content)
-        : 0;
+      const storageBytes = complete ? storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, relay.content) : 0;
       call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), ...usageOf(), storageBytes, attempt });
     },
   });

@@ -5,7 +5,6 @@ import type {
   MessagePage,
   MessageRecord,
 } from '../conversation-types.js';
-import { storedBytes } from '../conversation-types.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
@@ -101,7 +100,12 @@ export class RedisConversationStore implements ConversationStore {
 
   async append(append: ConversationAppend): Promise<ConversationRecord | null> {
     const pairs: string[] = [];
-    for (const message of append.messages) pairs.push(message.id, JSON.stringify(message));
+    let bytes = 0;
+    for (const message of append.messages) {
+      const json = JSON.stringify(message);
+      bytes += Buffer.byteLength(json);
+      pairs.push(message.id, json);
+    }
     const reply = await guard(
       this.redis.novaAppendConversation(
         ...this.keysOf(append.projectId, append.conversationId),
@@ -111,7 +115,7 @@ export class RedisConversationStore implements ConversationStore {
         append.model,
         new Date(append.nowMs).toISOString(),
         append.retentionSeconds,
-        storedBytes(append.messages),
+        bytes,
         ...pairs,
       ),
     );
