@@ -86,7 +86,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     models: new ModelRegistry(config.models, deps.env ?? process.env),
   };
-
   app.addHook('onClose', async () => ctx.models.close());
 
   installValidators(app);

@@ -10,10 +10,10 @@ export interface GatewayConfig {
     failed_attempts: { max: number; window_seconds: number; block_seconds: number };
   };
   redis: { command_timeout_ms: number; key_prefix: string };
+  conversations: { retention_seconds: number; max_messages: number };
   rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
-  conversations: { retention_seconds: number; max_messages: number };
 }
 
 export function withDefaults(raw: RawGatewayConfig): GatewayConfig {

@@ -12,7 +12,7 @@ export class Metrics {
   readonly auth: AuthMetrics;
   readonly quota: QuotaMetrics;
   readonly usage: UsageMetrics;
-  readonly modelTraffic = new ModelTrafficMetrics(this.registry);
+  readonly modelTraffic: ModelTrafficMetrics;
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
   constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {
@@ -22,5 +22,6 @@ export class Metrics {
     this.auth = new AuthMetrics(this.registry);
     this.quota = new QuotaMetrics(this.registry, projectLabel);
     this.usage = new UsageMetrics(this.registry, projectLabel);
+    this.modelTraffic = new ModelTrafficMetrics(this.registry);
   }
 }
