@@ -1,6 +1,7 @@
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { QuotaStore, UsageStore } from './quota-types.js';
 import type { ConversationStore } from './conversation-types.js';
+import type { RecordStore } from './record-types.js';
 
 export type * from './conversation-types.js';
 
@@ -134,6 +135,7 @@ export interface Store {
   readonly apiKeys: ApiKeyStore;
   readonly audit: AuditStore;
   readonly invalidation: InvalidationBus;
+  readonly records: RecordStore;
   /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts. */
   readonly quota: QuotaStore;
   readonly usage: UsageStore;

@@ -4,6 +4,7 @@ import { principalOf } from '../principal.js';
 import { MemoryQuotaStore } from './memory-quota.js';
 import { MemoryUsageStore } from './memory-usage.js';
 import { MemoryConversationStore } from './conversations.js';
+import { MemoryRecordStore } from './records.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -39,6 +40,7 @@ export class MemoryStore implements Store {
   readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
   readonly usage = new MemoryUsageStore();
   readonly conversations = new MemoryConversationStore();
+  readonly records = new MemoryRecordStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {

@@ -7,6 +7,7 @@ import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import { KeyNames } from './key-names.js';
 import { RedisProjectStore } from './projects.js';
+import { RedisRecordStore } from './records-store.js';
 import { RedisQuotaStore } from './rate-limit.js';
 import { RedisUsageStore } from './usage.js';
 import { auditFromFields } from './records.js';
@@ -20,6 +21,7 @@ export class RedisStore implements Store {
   readonly quota: RedisQuotaStore;
   readonly usage: RedisUsageStore;
   readonly conversations: RedisConversationStore;
+  readonly records: RedisRecordStore;
   private readonly keys: KeyNames;
   private subscriber: RedisClient | null = null;
 
@@ -33,6 +35,7 @@ export class RedisStore implements Store {
     this.quota = new RedisQuotaStore(redis, this.keys);
     this.usage = new RedisUsageStore(redis, this.keys);
     this.conversations = new RedisConversationStore(redis, this.keys);
+    this.records = new RedisRecordStore(redis, this.keys);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));
