@@ -2,7 +2,7 @@ import { envelope } from '../http/envelope.js';
 import { ApiError, upstreamError } from '../http/errors.js';
 import { randomBase62, UPSTREAM_ID_PATTERN } from '../http/ids.js';
 import { estimatePromptTokens, estimateTokens, textOf, upstreamBody } from '../upstream/chat-body.js';
-import { readBody, requestWithFallback } from '../upstream/upstream-call.js';
+import { callTarget, readBody, requestWithFallback } from '../upstream/upstream-call.js';
 import { ClientGone, mapUpstreamFailure } from '../upstream/upstream-errors.js';
 import type { ChatCall } from './chat-call.js';
 import { storeExchange } from './chat-conversation.js';
@@ -21,10 +21,11 @@ interface UpstreamCompletion {
 /** A non-streaming completion: the upstream JSON answer, in the envelope, with the conversation id. */
 export async function completeJson(call: ChatCall): Promise<unknown> {
   const { ctx, request, reply, body, plan, model } = call;
+  const options = { requestId: request.id, stream: false, signal: call.controller.signal };
   const result = await requestWithFallback(
     model,
-    (target) => upstreamBody(body, call.upstreamModelOf(target), plan.history),
-    { requestId: request.id, stream: false, signal: call.controller.signal },
+    (target) => callTarget(target, model.id, upstreamBody(body, call.upstreamModelOf(target), plan.history), options),
+    options,
     call.fallbackEvents,
   );
   const attempt = result.attempt;

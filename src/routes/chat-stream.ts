@@ -1,7 +1,7 @@
 import type { ApiError } from '../http/errors.js';
 import { estimatePromptTokens, upstreamBody } from '../upstream/chat-body.js';
 import { SseRelay } from '../upstream/sse-relay.js';
-import { requestWithFallback } from '../upstream/upstream-call.js';
+import { callTarget, requestWithFallback } from '../upstream/upstream-call.js';
 import { mapUpstreamFailure } from '../upstream/upstream-errors.js';
 import type { ChatCall } from './chat-call.js';
 import { storeExchange } from './chat-conversation.js';
@@ -18,10 +18,11 @@ export async function completeStream(call: ChatCall): Promise<unknown> {
   const { ctx, request, reply, body, plan, model } = call;
   const traffic = ctx.metrics.modelTraffic;
   const labels = { gen_ai_request_model: model.id };
+  const options = { requestId: request.id, stream: true, signal: call.controller.signal };
   const { response, attempt } = await requestWithFallback(
     model,
-    (target) => upstreamBody(body, call.upstreamModelOf(target), plan.history),
-    { requestId: request.id, stream: true, signal: call.controller.signal },
+    (target) => callTarget(target, model.id, upstreamBody(body, call.upstreamModelOf(target), plan.history), options),
+    options,
     call.fallbackEvents,
   );
 

@@ -10,8 +10,10 @@ export interface HttpTarget {
   /** host:port, for logs and metric labels (never credentials or paths). */
   label: string;
   pool: Pool;
-  /** Base path + /chat/completions (+ the base URL's query string). */
-  chatPath: string;
+  /** The base URL's path, without a trailing slash; routes are appended to it. */
+  basePath: string;
+  /** The base URL's query string ('' or '?…'), kept on every route. */
+  search: string;
   upstreamModel: string;
   /** The whole Authorization header value, or undefined when the upstream needs no key. */
   authorization: string | undefined;
@@ -33,6 +35,11 @@ export interface RegisteredModel {
   maxOutputTokens: number | null;
   /** The primary target first, then the fallbacks in order. */
   targets: Target[];
+}
+
+/** The upstream path of a route (`/chat/completions`, `/images/generations`, …) on a target. */
+export function upstreamPath(target: HttpTarget, route: string): string {
+  return `${target.basePath}${route}${target.search}`;
 }
 
 /** The models of the config by public id, with their upstream targets resolved once at start. */
@@ -83,7 +90,8 @@ export class ModelRegistry {
       kind: 'http',
       label: url.host,
       pool: this.poolFor(url.origin),
-      chatPath: `${url.pathname.replace(/\/+$/, '')}/chat/completions${url.search}`,
+      basePath: url.pathname.replace(/\/+$/, ''),
+      search: url.search,
       upstreamModel: target.upstream_model ?? target.id,
       authorization: key ? `Bearer ${key}` : undefined,
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,

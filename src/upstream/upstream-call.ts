@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { FormData } from 'undici';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
 import { echoResponse } from './echo-provider.js';
-import type { RegisteredModel, Target } from './model-registry.js';
+import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 
 export interface UpstreamResponse {
@@ -31,7 +32,33 @@ export async function readBody(body: Readable, limit = Number.POSITIVE_INFINITY)
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** One request to one target. Rejects on a network failure or timeout; any HTTP status resolves. */
+export interface TargetRequest {
+  /** Path below the target's base URL, e.g. /chat/completions. */
+  path: string;
+  body: string | FormData;
+  /** Set for a string body; a FormData body brings its own multipart type. */
+  contentType?: string;
+  accept: string;
+}
+
+/** One HTTP request to one backend. Rejects on a network failure or timeout; any HTTP status resolves. */
+export async function sendToTarget(target: HttpTarget, request: TargetRequest, options: CallOptions): Promise<UpstreamResponse> {
+  const headers: Record<string, string> = { accept: request.accept, 'x-request-id': options.requestId };
+  if (request.contentType) headers['content-type'] = request.contentType;
+  if (target.authorization) headers.authorization = target.authorization;
+  const response = await target.pool.request({
+    method: 'POST',
+    path: upstreamPath(target, request.path),
+    headers,
+    body: request.body,
+    signal: options.signal,
+    headersTimeout: target.timeoutMs,
+    bodyTimeout: target.timeoutMs,
+  });
+  return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
+}
+
+/** One chat completion request to one target (the echo provider answers in process). */
 export async function callTarget(
   target: Target,
   publicModel: string,
@@ -39,22 +66,16 @@ export async function callTarget(
   options: CallOptions,
 ): Promise<UpstreamResponse> {
   if (target.kind === 'echo') return echoResponse(body, publicModel);
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: options.stream ? 'text/event-stream' : 'application/json',
-    'x-request-id': options.requestId,
-  };
-  if (target.authorization) headers.authorization = target.authorization;
-  const response = await target.pool.request({
-    method: 'POST',
-    path: target.chatPath,
-    headers,
-    body: JSON.stringify(body),
-    signal: options.signal,
-    headersTimeout: target.timeoutMs,
-    bodyTimeout: target.timeoutMs,
-  });
-  return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
+  return sendToTarget(
+    target,
+    {
+      path: '/chat/completions',
+      body: JSON.stringify(body),
+      contentType: 'application/json',
+      accept: options.stream ? 'text/event-stream' : 'application/json',
+    },
+    options,
+  );
 }
 
 export interface Attempt {
@@ -78,8 +99,8 @@ export interface FallbackEvents {
  */
 export async function requestWithFallback(
   model: RegisteredModel,
-  bodyFor: (target: Target) => Record<string, unknown>,
-  options: CallOptions,
+  send: (target: Target) => Promise<UpstreamResponse>,
+  options: Pick<CallOptions, 'signal'>,
   events: FallbackEvents,
 ): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
   let lastError: ApiError | undefined;
@@ -88,7 +109,7 @@ export async function requestWithFallback(
     const attempt: Attempt = { target, index, startedAt: performance.now() };
     let error: ApiError;
     try {
-      const response = await callTarget(target, model.id, bodyFor(target), options);
+      const response = await send(target);
       if (response.status >= 200 && response.status < 300) return { response, attempt };
       const text = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => '');
       error = mapUpstreamStatus(response.status, response.headers, text);
