@@ -103,22 +103,24 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
   it('slides the window: no doubling at a boundary, refusals free nothing', async () => {
     const { app } = await gateway({ rate_limits: { window_seconds: 2, burst_window_seconds: 600 } });
     const project = await createProject(app.app, { name: 'p', requests_per_minute: 4, burst_limit: 0 });
-    const t0 = Date.now();
     expect((await burst([app.app], project, 2)).admitted).toBe(2);
-    await sleep(t0 + 1000 - Date.now());
+    const t1 = Date.now(); // the first pair was admitted before this
+    await sleep(t1 + 1000 - Date.now());
     const second = await burst([app.app], project, 7);
+    const t2 = Date.now();
     expect(second.admitted).toBe(2);
-    // The first pair leaves the window 2 s after t0: under a second from now.
+    // The first pair leaves the window 2 s after its admission: at most a second from then.
     const refused = second.responses.find((response) => response.statusCode === 429)!;
     expect(refused.headers['retry-after']).toBe('1');
     // Refusals go on; they must not extend anything.
     await sleep(400);
     expect((await burst([app.app], project, 3)).admitted).toBe(0);
-    await sleep(t0 + 2300 - Date.now());
+    await sleep(t1 + 2300 - Date.now());
     // Only the first pair has left: exactly 2 admitted (a window that reset would admit 4).
     const third = await burst([app.app], project, 5);
     expect(third.admitted).toBe(2);
-    await sleep(t0 + 3300 - Date.now());
+    await sleep(t2 + 2100 - Date.now());
+    // The second pair has left too; the third pair is still in the window.
     expect((await burst([app.app], project, 5)).admitted).toBe(2);
   });
 

@@ -1,4 +1,4 @@
-import type { ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
+import { StoreUnavailableError, type ApiKeyRecord, type ApiKeyStore, type AuditEvent, type KeyPrincipal, type NewKey } from '../types.js';
 import { principalOf } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
@@ -124,6 +124,9 @@ export class RedisApiKeyStore implements ApiKeyStore {
     const pipeline = this.redis.pipeline();
     pageIds.forEach((id) => pipeline.hgetall(this.keys.apiKey(projectId, id)));
     const results = pageIds.length ? ((await guard(pipeline.exec())) ?? []) : [];
+    // exec() resolves even when commands failed (timeout, closed connection): each carries its error.
+    const failed = results.find(([error]) => error);
+    if (failed) throw new StoreUnavailableError(failed[0]);
     const data = results
       .map(([, hash]) => apiKeyFromHash(hash as Record<string, string>))
       .filter((record): record is ApiKeyRecord => record !== null);
