@@ -4,7 +4,12 @@ import type { ModelConfig, RateLimitPolicyConfig, RawGatewayConfig } from './sch
 export interface GatewayConfig {
   models: ModelConfig[];
   defaults: { rate_limits: RateLimitPolicyConfig };
-  server: { body_limit_bytes: number; drain_timeout_ms: number; trust_proxy: boolean | string };
+  server: {
+    body_limit_bytes: number;
+    audio_upload_limit_bytes: number;
+    drain_timeout_ms: number;
+    trust_proxy: boolean | string;
+  };
   auth: {
     cache_ttl_ms: number;
     failed_attempts: { max: number; window_seconds: number; block_seconds: number };
@@ -22,6 +27,7 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
     defaults: { rate_limits: raw.defaults?.rate_limits ?? { requests_per_minute: 600, burst_limit: 100 } },
     server: {
       body_limit_bytes: raw.server?.body_limit_bytes ?? 1024 * 1024,
+      audio_upload_limit_bytes: raw.server?.audio_upload_limit_bytes ?? 25 * 1024 * 1024,
       drain_timeout_ms: raw.server?.drain_timeout_ms ?? 30_000,
       trust_proxy: raw.server?.trust_proxy ?? false,
     },

@@ -56,6 +56,9 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     if (model.api_key_env !== undefined && !env[model.api_key_env]) {
       throw new ConfigError(`config field "${at}.api_key_env" names the environment variable ${model.api_key_env}, which is not set`);
     }
+    if (model.provider === 'echo' && model.endpoints?.some((endpoint) => endpoint !== 'chat')) {
+      throw new ConfigError(`config field "${at}.endpoints" may only list "chat" for the echo provider`);
+    }
     if (model.fallbacks?.length && model.upstream === undefined) {
       throw new ConfigError(`config field "${at}.fallbacks" needs "upstream": the echo provider has no fallbacks`);
     }

@@ -53,6 +53,7 @@ export const GatewayConfigSchema = Type.Object(
       Type.Object(
         {
           body_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 100 * 1024 * 1024 })),
+          audio_upload_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 })),
           drain_timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
           trust_proxy: Type.Optional(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })])),
         },

@@ -15,7 +15,7 @@ function stripEnvelopeKeys<T extends object>(fields: T): Omit<T, EnvelopeKeys> {
 }
 
 /** Response schema of an envelope carrying `properties` (used for serialisation and /openapi.json). */
-export function envelopeSchema<P extends TProperties>(properties: P, description?: string) {
+export function envelopeSchema<P extends TProperties>(properties: P, description?: string, options: { open?: boolean } = {}) {
   return Type.Object(
     {
       id: Type.String(),
@@ -23,6 +23,10 @@ export function envelopeSchema<P extends TProperties>(properties: P, description
       status: Type.Literal('succeeded'),
       ...properties,
     },
-    description ? { description } : {},
+    {
+      ...(description ? { description } : {}),
+      // Open: fields the upstream adds (segments, words, hyperparameters, …) are passed on.
+      ...(options.open ? { additionalProperties: true } : {}),
+    },
   );
 }

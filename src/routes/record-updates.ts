@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../app-context.js';
 import { envelope } from '../http/envelope.js';
 import { invalidParameter, resourceNotFound } from '../http/errors.js';
+import type { UsageRecord } from '../quota/usage-meter.js';
 import type { ManagedRecord, RecordKind } from '../store/record-types.js';
 import { METADATA_MAX_KEYS } from './record-schemas.js';
 import { principalOf } from './principal-of-request.js';
@@ -54,8 +55,18 @@ export function newRecord(
   return { id, kind, project_id: projectId, created_at: at, updated_at: at, fields, metadata };
 }
 
-/** Registers a record created through the gateway or by the admin API, counting its storage. */
-export async function registerRecord(ctx: AppContext, requestId: string, record: ManagedRecord): Promise<void> {
-  const bytes = await ctx.store.records.register(record);
-  ctx.usage.record({ projectId: record.project_id, requestId, storageBytesDelta: bytes });
+/**
+ * Registers records created through the gateway or by the admin API, and reports the
+ * request's usage once: the records' storage plus what the caller adds (images, audio).
+ */
+export async function registerRecord(
+  ctx: AppContext,
+  requestId: string,
+  records: ManagedRecord | ManagedRecord[],
+  usage: Omit<UsageRecord, 'projectId' | 'requestId' | 'storageBytesDelta'> = {},
+): Promise<void> {
+  const list = Array.isArray(records) ? records : [records];
+  let bytes = 0;
+  for (const record of list) bytes += await ctx.store.records.register(record);
+  ctx.usage.record({ projectId: list[0]!.project_id, requestId, storageBytesDelta: bytes, ...usage });
 }

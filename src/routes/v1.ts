@@ -4,6 +4,8 @@ import { apiKeyRoutes } from './api-keys.js';
 import { admitRequest } from '../quota/admission-hook.js';
 import { projectRoutes } from './projects.js';
 import { assetRoutes } from './assets.js';
+import { audioSpeechRoutes } from './audio-speech.js';
+import { imageRoutes } from './images.js';
 import { audioTranscriptionRoutes } from './audio-transcriptions.js';
 import { fineTuningRoutes } from './fine-tuning.js';
 import { chatRoutes } from './chat.js';
@@ -24,6 +26,8 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   await app.register(fineTuningRoutes, { ctx });
   await app.register(audioTranscriptionRoutes, { ctx });
   await app.register(assetRoutes, { ctx });
+  await app.register(imageRoutes, { ctx });
+  await app.register(audioSpeechRoutes, { ctx });
   await app.register(chatRoutes, { ctx });
   await app.register(conversationRoutes, { ctx });
   await app.register(modelRoutes, { ctx });

@@ -1,20 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { defaultConfig, type GatewayConfig } from '../../src/config/gateway-config.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import type { UsageMeter, UsageRecord } from '../../src/quota/usage-meter.js';
 import type { FakeUpstream } from './fake-upstream.js';
 
-/** A UsageMeter that keeps what it was given, for asserting "counted exactly once". */
-export class RecordingUsageMeter implements UsageMeter {
-  readonly records: UsageRecord[] = [];
-  record(usage: UsageRecord): void {
-    this.records.push({ ...usage });
-  }
-  /** The route's reports of a request (admission's request count is a record of its own). */
-  of(requestId: string): UsageRecord[] {
-    return this.records.filter((record) => record.requestId === requestId && record.requests === undefined);
-  }
-}
+export { RecordingUsageMeter } from './recording-usage.js';
 
 export const UPSTREAM_KEY_ENV = 'FAKE_UPSTREAM_KEY';
 export const UPSTREAM_KEY = 'sk-upstream-secret-0123456789';

@@ -5,7 +5,12 @@ export class RecordingUsageMeter implements UsageMeter {
   readonly records: UsageRecord[] = [];
 
   record(usage: UsageRecord): void {
-    this.records.push(usage);
+    this.records.push({ ...usage });
+  }
+
+  /** The route's reports of a request (admission's request count is a record of its own). */
+  of(requestId: string): UsageRecord[] {
+    return this.records.filter((record) => record.requestId === requestId && record.requests === undefined);
   }
 
   total(field: keyof UsageRecord, projectId?: string): number {
