@@ -1,7 +1,7 @@
-import { StoreUnavailableError, type ApiKeyRecord, type ApiKeyStore, type AuditEvent, type KeyPrincipal, type NewKey } from '../types.js';
+import type { ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
 import { principalOf } from '../principal.js';
 import type { RedisClient } from './connect.js';
-import { guard } from './guard.js';
+import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './records.js';
 
@@ -95,7 +95,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
   async create(key: NewKey, audit: AuditEvent): Promise<void> {
     const multi = this.redis.multi();
     this.queueRecord(multi, key, [audit]);
-    await guard(multi.exec());
+    await execAll(multi);
     try {
       await this.linkSecret(key.secretHash, principalOf(key.record));
     } catch (error) {
@@ -109,7 +109,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
     const multi = this.redis.multi();
     multi.del(this.keys.apiKey(record.project_id, record.id));
     multi.zrem(this.keys.apiKeyIndex(record.project_id), record.id);
-    await guard(multi.exec());
+    await execAll(multi);
   }
 
   async get(projectId: string, keyId: string): Promise<ApiKeyRecord | null> {
@@ -123,12 +123,9 @@ export class RedisApiKeyStore implements ApiKeyStore {
     const pageIds = ids.slice(0, limit);
     const pipeline = this.redis.pipeline();
     pageIds.forEach((id) => pipeline.hgetall(this.keys.apiKey(projectId, id)));
-    const results = pageIds.length ? ((await guard(pipeline.exec())) ?? []) : [];
-    // exec() resolves even when commands failed (timeout, closed connection): each carries its error.
-    const failed = results.find(([error]) => error);
-    if (failed) throw new StoreUnavailableError(failed[0]);
+    const results = pageIds.length ? await execAll(pipeline) : [];
     const data = results
-      .map(([, hash]) => apiKeyFromHash(hash as Record<string, string>))
+      .map((hash) => apiKeyFromHash(hash as Record<string, string>))
       .filter((record): record is ApiKeyRecord => record !== null);
     return { data, hasMore: ids.length > limit };
   }

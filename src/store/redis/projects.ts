@@ -3,7 +3,7 @@ import { RedisProjectSettings } from './project-settings.js';
 import { principalOf } from '../principal.js';
 import type { RedisApiKeyStore } from './api-keys.js';
 import type { RedisClient } from './connect.js';
-import { guard } from './guard.js';
+import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 import { projectFromHash, projectToHash } from './records.js';
 
@@ -30,7 +30,7 @@ export class RedisProjectStore implements ProjectStore {
     const multi = this.redis.multi();
     multi.hset(this.keys.project(project.id), projectToHash(project));
     this.apiKeys.queueRecord(multi, firstKey, audit);
-    await guard(multi.exec());
+    await execAll(multi);
     try {
       await this.apiKeys.linkSecret(firstKey.secretHash, principalOf(firstKey.record));
     } catch (error) {

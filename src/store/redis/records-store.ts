@@ -9,7 +9,7 @@ import {
   type RecordUpdateResult,
 } from '../record-types.js';
 import type { RedisClient } from './connect.js';
-import { guard } from './guard.js';
+import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 import { pairsToObject } from './records.js';
 
@@ -73,19 +73,14 @@ export class RedisRecordStore implements RecordStore {
     const meta = this.keys.recordMetadata(record.project_id, record.kind, record.id);
     const multi = this.redis.multi().del(main, meta).hset(main, encoded.main);
     if (Object.keys(encoded.meta).length) multi.hset(meta, encoded.meta);
-    await guard(multi.exec());
+    await execAll(multi);
     return encodedBytes(encoded);
   }
 
   async get(projectId: string, kind: RecordKind, id: string): Promise<ManagedRecord | null> {
-    const results = await guard(
-      this.redis
-        .multi()
-        .hgetall(this.keys.record(projectId, kind, id))
-        .hgetall(this.keys.recordMetadata(projectId, kind, id))
-        .exec(),
-    );
-    const [[, main], [, meta]] = results as [[null, Record<string, string>], [null, Record<string, string>]];
+    const [main, meta] = (await execAll(
+      this.redis.multi().hgetall(this.keys.record(projectId, kind, id)).hgetall(this.keys.recordMetadata(projectId, kind, id)),
+    )) as [Record<string, string>, Record<string, string>];
     return decodeRecord(main, meta);
   }
 

@@ -9,9 +9,8 @@ import {
   type UsageRetention,
   type UsageStore,
 } from '../quota-types.js';
-import { StoreUnavailableError } from '../types.js';
 import type { RedisClient } from './connect.js';
-import { guard } from './guard.js';
+import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
 const FIELDS = ['r', 'pt', 'ct', 'img', 'aud'] as const;
@@ -105,9 +104,8 @@ export class RedisUsageStore implements UsageStore {
       const chunk = starts.slice(i, i + READ_CHUNK);
       const pipeline = this.redis.pipeline();
       chunk.forEach((at) => pipeline.hgetall(this.keys.usageBucket(projectId, granularity === 'minute' ? 'm' : 'h', at)));
-      const results = (await guard(pipeline.exec())) ?? [];
-      results.forEach(([error, hash], index) => {
-        if (error) throw new StoreUnavailableError(error);
+      const results = await execAll(pipeline);
+      results.forEach((hash, index) => {
         const fields = hash as Record<string, string>;
         if (FIELDS.some((field) => fields[field] !== undefined)) out.push({ startMs: chunk[index]!, counts: countsFrom(fields) });
       });
