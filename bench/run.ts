@@ -9,7 +9,7 @@
  * UPSTREAM_LATENCY_MS (10), BENCH_STREAMS (1000), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
  */
 import autocannon from 'autocannon';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +30,8 @@ interface Target {
   name: string;
   url: string;
   headers: Record<string, string>;
+  /** Fields added to the request body (the gateway's store: false). */
+  extraBody?: Record<string, unknown>;
 }
 
 interface LoadResult {
@@ -66,19 +68,18 @@ function rssOf(pid: number): { rssMb: number; hwmMb: number } {
   return { rssMb: kb('VmRSS') / 1024, hwmMb: kb('VmHWM') / 1024 };
 }
 
-function body(stream: boolean): string {
-  return JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16 });
+function body(stream: boolean, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16, ...extra });
 }
 
-async function load(target: Target, stream: boolean, options: { durationS?: number; overallRate?: number } = {}): Promise<LoadResult> {
+async function load(target: Target, stream: boolean, options: { durationS?: number } = {}): Promise<LoadResult> {
   const result = await autocannon({
     url: target.url,
     method: 'POST',
     headers: { 'content-type': 'application/json', ...target.headers },
-    body: body(stream),
+    body: body(stream, target.extraBody),
     connections: CONNECTIONS,
     duration: options.durationS ?? DURATION_S,
-    ...(options.overallRate ? { overallRate: options.overallRate } : {}),
   });
   return {
     rps: Math.round(result.requests.average),
@@ -93,6 +94,46 @@ const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((x, y) => x - y);
   return Number((sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0).toFixed(2));
 };
+
+/**
+ * Latency at a fixed arrival rate (open loop: requests leave on schedule whether or not earlier
+ * ones have answered), each timed from its own send to its last byte. autocannon's rate mode
+ * times from a different point and reported a p50 below the upstream's fixed latency.
+ */
+async function latencyAtRate(target: Target, rate: number, seconds = DURATION_S) {
+  const agent = new Agent({ connections: 256, pipelining: 1 });
+  const latencies: number[] = [];
+  let failures = 0;
+  const total = Math.floor(rate * seconds);
+  const started = performance.now();
+  const pending: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    pending.push(
+      (async () => {
+        const sent = performance.now();
+        try {
+          const response = await request(target.url, {
+            method: 'POST',
+            dispatcher: agent,
+            headers: { 'content-type': 'application/json', ...target.headers },
+            body: body(false, target.extraBody),
+          });
+          await response.body.text();
+          if (response.statusCode === 200) latencies.push(performance.now() - sent);
+          else failures++;
+        } catch {
+          failures++;
+        }
+      })(),
+    );
+  }
+  await Promise.all(pending);
+  await agent.close();
+  return { rate_rps: rate, requests: total, failures, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) };
+}
 
 /** Time to response headers and to the first body byte of streaming requests, at low concurrency. */
 async function timeToFirstByte(target: Target, count = 300, concurrency = 8) {
@@ -189,7 +230,8 @@ redis:
 `,
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/server.ts'], {
+  // The built server, as production runs it (npm start).
+  const child = spawn(process.execPath, [...profile, 'dist/src/server.js'], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -221,6 +263,7 @@ redis:
 }
 
 async function main() {
+  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
   const redis = await RedisProcess.start();
   const upstreamChild = node('bench/fake-upstream-server.ts', { UPSTREAM_LATENCY_MS: String(LATENCY_MS) });
   const upstreamPort = await portLine(upstreamChild);
@@ -229,11 +272,18 @@ async function main() {
   const [proxyPort, undiciPort] = await Promise.all([portLine(proxyChild), portLine(undiciChild)]);
   const gateway = await startGateway(upstreamPort, redis.url);
 
-  const targets: Record<'a' | 'b' | 'b_undici' | 'c', Target> = {
+  const targets: Record<'a' | 'b' | 'b_undici' | 'c' | 'c_store_off', Target> = {
     a: { name: '(a) upstream direct', url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions`, headers: {} },
     b: { name: '(b) @fastify/http-proxy', url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, headers: {} },
     b_undici: { name: "(b') bare undici passthrough", url: `http://127.0.0.1:${undiciPort}/v1/chat/completions`, headers: {} },
     c: { name: '(c) nova-gateway', url: `${gateway.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gateway.secret}` } },
+    // Everything on but the conversation write (the request says store: false).
+    c_store_off: {
+      name: "(c') nova-gateway, store: false",
+      url: `${gateway.url}/v1/chat/completions`,
+      headers: { authorization: `Bearer ${gateway.secret}` },
+      extraBody: { store: false },
+    },
   };
 
   const results: Record<string, unknown> = {
@@ -253,13 +303,17 @@ async function main() {
   results.throughput = throughput;
 
   const halfRate = Math.max(1, Math.floor(throughput.json!.c!.rps / 2));
-  const atHalf = { a: await load(targets.a, false, { overallRate: halfRate }), c: await load(targets.c, false, { overallRate: halfRate }) };
+  const atHalf = {
+    a: await latencyAtRate(targets.a, halfRate),
+    b: await latencyAtRate(targets.b, halfRate),
+    c: await latencyAtRate(targets.c, halfRate),
+  };
   results.added_latency_at_half_peak = {
     rate_rps: halfRate,
-    a: atHalf.a,
-    c: atHalf.c,
+    ...atHalf,
     added_p50_ms: Number((atHalf.c.p50_ms - atHalf.a.p50_ms).toFixed(2)),
     added_p99_ms: Number((atHalf.c.p99_ms - atHalf.a.p99_ms).toFixed(2)),
+    bare_proxy_added_p50_ms: Number((atHalf.b.p50_ms - atHalf.a.p50_ms).toFixed(2)),
   };
   console.log(`added latency at ${halfRate} req/s (half of (c) peak): ${JSON.stringify(results.added_latency_at_half_peak)}`);
 
@@ -274,6 +328,7 @@ async function main() {
   results.targets = {
     c_vs_b_throughput_json: Number((throughput.json!.c!.rps / throughput.json!.b!.rps).toFixed(2)),
     c_vs_b_throughput_stream: Number((throughput.stream!.c!.rps / throughput.stream!.b!.rps).toFixed(2)),
+    c_store_off_vs_b_throughput_json: Number((throughput.json!.c_store_off!.rps / throughput.json!.b!.rps).toFixed(2)),
     added_p50_ms: (results.added_latency_at_half_peak as { added_p50_ms: number }).added_p50_ms,
     held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb: number }).rss_peak_mb,
   };

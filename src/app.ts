@@ -5,6 +5,7 @@ import type { AppContext } from './app-context.js';
 import { Authenticator, type AuthEvents } from './auth/authenticator.js';
 import { KeyCache } from './auth/key-cache.js';
 import type { GatewayConfig } from './config/gateway-config.js';
+import { installAccessLog } from './http/access-log.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { shuttingDown } from './http/errors.js';
 import { installJsonParser } from './http/json-body.js';
@@ -49,7 +50,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     bodyLimit: config.server.body_limit_bytes,
     trustProxy: config.server.trust_proxy,
     genReqId: requestIdOf,
-    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     return503OnClosing: false,
   });
 
@@ -92,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installJsonParser(app);
   installErrorHandling(app, config.server.body_limit_bytes);
   installMetricsHooks(app, metrics);
+  installAccessLog(app);
   if (deps.serveMetrics) metricsRoute(app, metrics.registry);
 
   app.addHook('onRequest', async (request, reply) => {

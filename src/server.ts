@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp } from './app.js';
 import { readProcessSettings } from './config/env.js';
 import { ConfigError, loadConfigFile } from './config/load-config.js';
-import { createLogger } from './logger.js';
+import { createLogger, flushLogger } from './logger.js';
 import { Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';
@@ -47,6 +47,7 @@ async function main(): Promise<void> {
     metricsServer?.close();
     await store.close();
     logger.info('stopped');
+    await flushLogger(logger);
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { addLogFields } from '../http/access-log.js';
 import type { AppContext } from '../app-context.js';
 import type { ChatBody } from '../upstream/chat-body.js';
 import type { RegisteredModel, Target } from '../upstream/model-registry.js';
@@ -84,7 +85,8 @@ export class ChatCall {
       },
       this.reply.elapsedTime / 1000,
     );
-    this.request.log.info(
+    addLogFields(
+      this.request,
       {
         model: model.id,
         stream: this.stream,
