@@ -28,13 +28,8 @@ models:
   });
 
   it('finishes the in-flight stream intact, refuses new work, and exits 0', async () => {
-    const bootstrap = await fetch(`${gateway.url}/admin/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'drain' }),
-    });
-    const secret = ((await bootstrap.json()) as { api_key: { secret: string } }).api_key.secret;
-    const auth = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+    const project = await gateway.createProject({ name: 'drain' });
+    const auth = { ...project.auth, 'content-type': 'application/json' };
 
     const stream = await fetch(`${gateway.url}/v1/chat/completions`, {
       method: 'POST',

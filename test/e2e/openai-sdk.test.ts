@@ -37,12 +37,7 @@ redis:
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN, E2E_UPSTREAM_KEY: UPSTREAM_KEY },
       configYaml,
     });
-    const bootstrap = await fetch(`${gateway.url}/admin/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'sdk' }),
-    });
-    secret = ((await bootstrap.json()) as { api_key: { secret: string } }).api_key.secret;
+    secret = (await gateway.createProject({ name: 'sdk' })).secret;
     client = new OpenAI({ apiKey: secret, baseURL: `${gateway.url}/v1`, maxRetries: 0 });
   });
 

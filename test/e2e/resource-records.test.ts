@@ -48,14 +48,7 @@ usage:
   flush_interval_ms: 50
 `,
     });
-    const created = await fetch(`${gateway.url}/admin/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'media' }),
-    });
-    const project = (await created.json()) as { id: string; api_key: { secret: string } };
-    projectId = project.id;
-    auth = { authorization: `Bearer ${project.api_key.secret}` };
+    ({ projectId, auth } = await gateway.createProject({ name: 'media' }));
   });
 
   afterAll(async () => {

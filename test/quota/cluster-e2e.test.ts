@@ -22,14 +22,7 @@ describe('gateway process on Redis Cluster', () => {
   });
 
   it('limits, meters and reports usage with every key of a project in one slot', async () => {
-    const created = await fetch(`${gateway.url}/admin/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'cluster', requests_per_minute: 6, burst_limit: 2 }),
-    });
-    expect(created.status).toBe(200);
-    const { id: projectId, api_key: key } = await created.json();
-    const auth = { authorization: `Bearer ${key.secret}` };
+    const { projectId, auth } = await gateway.createProject({ name: 'cluster', requests_per_minute: 6, burst_limit: 2 });
     const statuses = await Promise.all(
       Array.from({ length: 12 }, () => fetch(`${gateway.url}/v1/api-keys?project_id=${projectId}`, { headers: auth }).then((r) => r.status)),
     );

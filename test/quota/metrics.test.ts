@@ -19,17 +19,10 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 describe('Prometheus /metrics on METRICS_PORT (real process)', () => {
   let gateway: GatewayProcess;
   let project: TestProject;
-  const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
 
   beforeAll(async () => {
     gateway = await GatewayProcess.start({ env: { REDIS_URL: '', NOVA_ADMIN_TOKEN: ADMIN_TOKEN, LOG_LEVEL: 'warn' } });
-    const created = await fetch(`${gateway.url}/admin/v1/projects`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ name: 'metrics', requests_per_minute: 5, burst_limit: 2 }),
-    });
-    const body = await created.json();
-    project = { projectId: body.id, keyId: body.api_key.id, secret: body.api_key.secret, auth: { authorization: `Bearer ${body.api_key.secret}` } };
+    project = await gateway.createProject({ name: 'metrics', requests_per_minute: 5, burst_limit: 2 });
   });
   afterAll(async () => {
     await gateway?.stop();

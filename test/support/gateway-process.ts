@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './redis-server.js';
+import type { TestProject } from './test-app.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -12,6 +13,7 @@ export class GatewayProcess {
   readonly logs: string[] = [];
   /** The METRICS_PORT the process was given (0: /metrics on the main port). */
   metricsPort = 0;
+  private adminToken: string | undefined;
   private exitCode: number | null | undefined;
   private readonly exited: Promise<number | null>;
 
@@ -48,12 +50,30 @@ export class GatewayProcess {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const gateway = new GatewayProcess(child, port);
     gateway.metricsPort = Number(env.METRICS_PORT);
+    gateway.adminToken = env.NOVA_ADMIN_TOKEN;
     await gateway.waitUntilReady();
     return gateway;
   }
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Bootstraps a project through this process's admin API (its NOVA_ADMIN_TOKEN). */
+  async createProject(body: Record<string, unknown> = { name: 'test project' }): Promise<TestProject> {
+    const response = await fetch(`${this.url}/admin/v1/projects`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (response.status !== 200) throw new Error(`project bootstrap failed: ${response.status} ${await response.text()}`);
+    const project = (await response.json()) as { id: string; api_key: { id: string; secret: string } };
+    return {
+      projectId: project.id,
+      keyId: project.api_key.id,
+      secret: project.api_key.secret,
+      auth: { authorization: `Bearer ${project.api_key.secret}` },
+    };
   }
 
   async waitUntilReady(timeoutMs = 20_000): Promise<void> {

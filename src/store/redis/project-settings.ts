@@ -3,7 +3,7 @@ import { AUDIT_MAX_LENGTH } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { auditToFields, projectFromHash } from './records.js';
+import { auditToFields, pairsToObject, projectFromHash } from './records.js';
 
 /**
  * Changes fields of an existing project and appends the audit entry, atomically; a
@@ -19,12 +19,6 @@ return redis.call('HGETALL', KEYS[1])
 `;
 
 type Scripted = RedisClient & { novaUpdateProject(...args: (string | number)[]): Promise<string[] | null> };
-
-const pairsToObject = (pairs: string[]) => {
-  const out: Record<string, string> = {};
-  for (let i = 0; i < pairs.length; i += 2) out[pairs[i]!] = pairs[i + 1]!;
-  return out;
-};
 
 /** PUT /v1/projects/{id} and PATCH …/rate-limits on Redis. */
 export class RedisProjectSettings {
