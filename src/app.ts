@@ -59,7 +59,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const usage = deps.usage ?? createUsageMeter(config, store, metrics, app);
   const authenticator = new Authenticator({
     store,
-    cache: new KeyCache(config.auth.cache_ttl_ms),
+    cache: new KeyCache(config.auth.cache_ttl_ms, undefined, now),
     failedAttempts: store.createLimiter({
       keyPrefix: 'auth-failures',
       points: config.auth.failed_attempts.max,

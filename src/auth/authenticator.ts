@@ -1,6 +1,6 @@
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { expiredApiKey, invalidApiKey, missingApiKey, rateLimitExceeded } from '../http/errors.js';
-import type { KeyPrincipal, Store } from '../store/types.js';
+import { StoreUnavailableError, type KeyPrincipal, type Store } from '../store/types.js';
 import { hashSecret, isWellFormedSecret } from './key-format.js';
 import type { KeyCache } from './key-cache.js';
 
@@ -10,6 +10,8 @@ export interface AuthEvents {
   cacheHit(): void;
   cacheMiss(): void;
   failure(reason: 'missing' | 'malformed' | 'unknown' | 'expired' | 'throttled'): void;
+  /** A key served from an expired cache entry because the store was unreachable. */
+  staleServed?(): void;
 }
 
 const noEvents: AuthEvents = { cacheHit() {}, cacheMiss() {}, failure() {} };
@@ -41,7 +43,7 @@ export class Authenticator {
     this.now = options.now ?? Date.now;
     options.store.invalidation.subscribe(
       (hashes) => options.cache.delete(hashes),
-      () => options.cache.clear(),
+      () => options.cache.markAllStale(),
     );
   }
 
@@ -58,8 +60,7 @@ export class Authenticator {
       this.events.cacheHit();
     } else {
       this.events.cacheMiss();
-      principal = (await this.options.store.apiKeys.resolve(hash)) ?? undefined;
-      if (principal) this.options.cache.set(hash, principal);
+      principal = await this.resolve(hash);
     }
     const now = this.now();
     if (!principal) return this.fail('unknown', clientAddress);
@@ -73,6 +74,24 @@ export class Authenticator {
     }
     this.touch(principal, now);
     return principal;
+  }
+
+  /**
+   * Asks the store; when it cannot answer, a key this replica has seen recently keeps
+   * working (stale-if-error), so an outage does not lock out known clients.
+   */
+  private async resolve(hash: string): Promise<KeyPrincipal | undefined> {
+    try {
+      const principal = (await this.options.store.apiKeys.resolve(hash)) ?? undefined;
+      if (principal) this.options.cache.set(hash, principal);
+      else this.options.cache.delete([hash]);
+      return principal;
+    } catch (error) {
+      const stale = error instanceof StoreUnavailableError ? this.options.cache.getStale(hash) : undefined;
+      if (!stale) throw error;
+      this.events.staleServed?.();
+      return stale;
+    }
   }
 
   /** Drops cached entries now and tells the other replicas to. */

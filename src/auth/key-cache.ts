@@ -3,12 +3,16 @@ import type { KeyPrincipal } from '../store/types.js';
 interface Entry {
   principal: KeyPrincipal;
   storedAt: number;
+  /** Set when invalidation messages may have been missed: revalidate before trusting it. */
+  stale: boolean;
 }
 
 /**
  * Serves authentication from process memory. Invalidation messages delete entries at
- * once; the TTL bounds staleness when a message is lost. Map order gives cheap
- * oldest-first eviction.
+ * once; the TTL bounds staleness when a message is lost. An entry past its TTL (or marked
+ * stale after a lost subscription) is not trusted while the store answers, but it is kept
+ * for `staleIfErrorMs`, so known keys keep working while the store is unreachable.
+ * Map order gives cheap oldest-first eviction.
  */
 export class KeyCache {
   private readonly entries = new Map<string, Entry>();
@@ -17,12 +21,21 @@ export class KeyCache {
     private readonly ttlMs: number,
     private readonly maxEntries = 100_000,
     private readonly now: () => number = Date.now,
+    private readonly staleIfErrorMs = 15 * 60_000,
   ) {}
 
+  /** A fresh entry: within its TTL and not marked stale. */
   get(secretHash: string): KeyPrincipal | undefined {
     const entry = this.entries.get(secretHash);
+    if (!entry || entry.stale || this.now() - entry.storedAt >= this.ttlMs) return undefined;
+    return entry.principal;
+  }
+
+  /** Any entry not older than staleIfErrorMs: for when the store cannot be asked. */
+  getStale(secretHash: string): KeyPrincipal | undefined {
+    const entry = this.entries.get(secretHash);
     if (!entry) return undefined;
-    if (this.now() - entry.storedAt >= this.ttlMs) {
+    if (this.now() - entry.storedAt >= Math.max(this.ttlMs, this.staleIfErrorMs)) {
       this.entries.delete(secretHash);
       return undefined;
     }
@@ -32,7 +45,7 @@ export class KeyCache {
   set(secretHash: string, principal: KeyPrincipal): void {
     if (this.ttlMs <= 0) return;
     this.entries.delete(secretHash);
-    this.entries.set(secretHash, { principal, storedAt: this.now() });
+    this.entries.set(secretHash, { principal, storedAt: this.now(), stale: false });
     if (this.entries.size > this.maxEntries) {
       this.entries.delete(this.entries.keys().next().value!);
     }
@@ -40,6 +53,11 @@ export class KeyCache {
 
   delete(secretHashes: string[]): void {
     secretHashes.forEach((hash) => this.entries.delete(hash));
+  }
+
+  /** After a lost subscription: every entry must be revalidated before it is trusted again. */
+  markAllStale(): void {
+    for (const entry of this.entries.values()) entry.stale = true;
   }
 
   clear(): void {

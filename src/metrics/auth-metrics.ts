@@ -6,6 +6,7 @@ export class AuthMetrics {
   readonly cacheHits: Counter;
   readonly cacheMisses: Counter;
   readonly failures: Counter<'reason'>;
+  readonly staleServed: Counter;
   readonly events: AuthEvents;
 
   constructor(registry: Registry) {
@@ -25,10 +26,16 @@ export class AuthMetrics {
       labelNames: ['reason'],
       registers: [registry],
     });
+    this.staleServed = new Counter({
+      name: 'nova_auth_stale_served_total',
+      help: 'Keys authenticated from an expired cache entry because the store was unreachable.',
+      registers: [registry],
+    });
     this.events = {
       cacheHit: () => this.cacheHits.inc(),
       cacheMiss: () => this.cacheMisses.inc(),
       failure: (reason) => this.failures.inc({ reason }),
+      staleServed: () => this.staleServed.inc(),
     };
   }
 }

@@ -41,3 +41,33 @@ describe('KeyCache', () => {
     expect(cache.get('h1')).toBeUndefined();
   });
 });
+
+describe('KeyCache stale-if-error', () => {
+  it('keeps an expired entry for the store-outage path, not for normal lookups', () => {
+    let now = 0;
+    const cache = new KeyCache(1000, 10, () => now, 60_000);
+    cache.set('h1', principal('key_1'));
+    now = 5000;
+    expect(cache.get('h1')).toBeUndefined();
+    expect(cache.getStale('h1')?.keyId).toBe('key_1');
+    now = 60_000;
+    expect(cache.getStale('h1')).toBeUndefined();
+  });
+
+  it('marks every entry stale after a lost subscription until it is stored again', () => {
+    const cache = new KeyCache(60_000);
+    cache.set('h1', principal('key_1'));
+    cache.markAllStale();
+    expect(cache.get('h1')).toBeUndefined();
+    expect(cache.getStale('h1')?.keyId).toBe('key_1');
+    cache.set('h1', principal('key_1'));
+    expect(cache.get('h1')?.keyId).toBe('key_1');
+  });
+
+  it('forgets an invalidated entry on both paths', () => {
+    const cache = new KeyCache(60_000);
+    cache.set('h1', principal('key_1'));
+    cache.delete(['h1']);
+    expect(cache.getStale('h1')).toBeUndefined();
+  });
+});

@@ -116,6 +116,9 @@ describe('Redis trouble under traffic', () => {
     expect(metrics).toMatch(/nova_rate_limit_decisions_total\{result="admitted",source="fallback"\} [1-9]/);
     expect(metrics).toMatch(/nova_usage_flush_failures_total [1-9]/);
     expect(metrics).toMatch(/nova_usage_buffered_records 0\b/);
+    // Each admitted request is one record, written once and never dropped.
+    expect(metrics).toMatch(new RegExp(`nova_usage_flushed_records_total ${admitted}\\b`));
+    expect(metrics).toMatch(/nova_usage_dropped_records_total 0\b/);
     return admitted;
   }
 

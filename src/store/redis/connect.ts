@@ -15,8 +15,6 @@ export interface RedisConnectOptions {
  */
 function baseOptions(commandTimeoutMs: number): RedisOptions {
   return {
-    // Commands issued in the same tick (admission, conversation writes, usage) leave in one write.
-    enableAutoPipelining: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: commandTimeoutMs,
@@ -34,7 +32,6 @@ export function createRedisClient(options: RedisConnectOptions): RedisClient {
     });
     const first = new URL(options.url.split(',')[0]!.trim());
     return new Cluster(seeds, {
-      enableAutoPipelining: true,
       enableOfflineQueue: false,
       scaleReads: 'master',
       clusterRetryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2000),
