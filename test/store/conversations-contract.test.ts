@@ -1,9 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mintId } from '../../src/http/ids.js';
 import { storedBytes, type ConversationAppend, type MessageRecord } from '../../src/store/conversation-types.js';
 import type { Store } from '../../src/store/types.js';
-import { createTestStore, STORE_KINDS } from '../support/test-app.js';
+import { createQuotaStore, QUOTA_STORE_KINDS } from '../support/quota-stores.js';
+import { RedisCluster } from '../support/redis-cluster.js';
 
 const message = (role: MessageRecord['role'], content: MessageRecord['content']): MessageRecord => ({
   id: mintId('msg'),
@@ -12,7 +13,15 @@ const message = (role: MessageRecord['role'], content: MessageRecord['content'])
   created_at: new Date().toISOString(),
 });
 
-describe.each(STORE_KINDS)('conversation store contract (%s)', (kind) => {
+describe.each(QUOTA_STORE_KINDS)('conversation store contract (%s)', (kind) => {
+  let cluster: RedisCluster | undefined;
+  beforeAll(async () => {
+    if (kind === 'cluster') cluster = await RedisCluster.start();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
   let store: Store;
   const projectId = mintId('proj');
   const append = (overrides: Partial<ConversationAppend>): ConversationAppend => ({
@@ -27,7 +36,7 @@ describe.each(STORE_KINDS)('conversation store contract (%s)', (kind) => {
   });
 
   beforeEach(async () => {
-    store = await createTestStore(kind);
+    store = await createQuotaStore(kind, cluster);
   });
   afterEach(() => store.close());
 

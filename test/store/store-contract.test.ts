@@ -1,8 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateSecret, hashSecret, redactSecret } from '../../src/auth/key-format.js';
 import { mintId } from '../../src/http/ids.js';
 import type { ApiKeyRecord, AuditEvent, NewKey, ProjectRecord, Store } from '../../src/store/types.js';
-import { createTestStore, STORE_KINDS } from '../support/test-app.js';
+import { createQuotaStore, QUOTA_STORE_KINDS } from '../support/quota-stores.js';
+import { RedisCluster } from '../support/redis-cluster.js';
 
 const at = (ms: number) => new Date(ms).toISOString();
 
@@ -46,13 +47,22 @@ function audit(projectId: string, action: AuditEvent['action'], keyId: string | 
   };
 }
 
-describe.each(STORE_KINDS)('store contract (%s)', (kind) => {
+// Every multi-key operation stays in its project's hash slot, so the same suite runs on a Cluster.
+describe.each(QUOTA_STORE_KINDS)('store contract (%s)', (kind) => {
   let store: Store;
   let project: ProjectRecord;
   let first: ReturnType<typeof newKey>;
+  let cluster: RedisCluster | undefined;
+
+  beforeAll(async () => {
+    if (kind === 'cluster') cluster = await RedisCluster.start();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
 
   beforeEach(async () => {
-    store = await createTestStore(kind);
+    store = await createQuotaStore(kind, cluster);
     project = newProject();
     first = newKey(project.id);
     await store.projects.create(project, first, [audit(project.id, 'project.create', null)]);
@@ -163,11 +173,35 @@ describe.each(STORE_KINDS)('store contract (%s)', (kind) => {
     expect(await store.apiKeys.get(project.id, key.record.id)).toBeNull();
   });
 
+  it('keeps records per project and merges metadata updates atomically', async () => {
+    const at = new Date().toISOString();
+    const record = { id: 'ftjob-1', kind: 'fine_tuning_job' as const, project_id: project.id, created_at: at, updated_at: at, fields: { name: 'a' }, metadata: { k0: 'v' } };
+    expect(await store.records.register(record)).toBeGreaterThan(0);
+    expect(await store.records.get('proj_other000000000000', 'fine_tuning_job', 'ftjob-1')).toBeNull();
+    const updates = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => store.records.update(project.id, 'fine_tuning_job', 'ftjob-1', { metadata: { [`k${i + 1}`]: `v${i + 1}` }, updatedAt: at, maxMetadataKeys: 16 })),
+    );
+    expect(updates.every((update) => update.ok)).toBe(true);
+    expect(Object.keys((await store.records.get(project.id, 'fine_tuning_job', 'ftjob-1'))!.metadata)).toHaveLength(9);
+    const refused = await store.records.update(project.id, 'fine_tuning_job', 'ftjob-1', {
+      fields: { name: 'b' },
+      metadata: Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`extra${i}`, 'v'])),
+      updatedAt: at,
+      maxMetadataKeys: 16,
+    });
+    expect(refused).toEqual({ ok: false, reason: 'too_many_metadata_keys' });
+    expect((await store.records.get(project.id, 'fine_tuning_job', 'ftjob-1'))!.fields.name).toBe('a');
+    const removed = await store.records.update(project.id, 'fine_tuning_job', 'ftjob-1', { fields: { name: 'c' }, metadata: { k0: null }, updatedAt: at, maxMetadataKeys: 16 });
+    expect(removed.ok && removed.record.metadata.k0).toBeUndefined();
+    expect(removed.ok && removed.bytesDelta).toBeLessThan(0);
+    expect(await store.records.update(project.id, 'asset', 'ftjob-1', { metadata: {}, updatedAt: at, maxMetadataKeys: 16 })).toEqual({ ok: false, reason: 'not_found' });
+  });
+
   it('delivers invalidation messages to subscribers', async () => {
     const received: string[][] = [];
     const prefix = `bus${Date.now()}`;
-    const listener = kind === 'memory' ? store : await createTestStore('redis', { prefix });
-    const publisher = kind === 'memory' ? store : await createTestStore('redis', { prefix });
+    const listener = kind === 'memory' ? store : await createQuotaStore(kind, cluster, prefix);
+    const publisher = kind === 'memory' ? store : await createQuotaStore(kind, cluster, prefix);
     listener.invalidation.subscribe((hashes) => received.push(hashes), () => undefined);
     // The subscription is asynchronous on Redis: publish until the first message lands.
     await expect
