@@ -15,7 +15,9 @@ export interface GatewayConfig {
     failed_attempts: { max: number; window_seconds: number; block_seconds: number };
   };
   redis: { command_timeout_ms: number; key_prefix: string };
-  conversations: { retention_seconds: number; max_messages: number };
+  conversations: { retention_seconds: number; max_messages: number; store_default: boolean };
+  upstream: { max_sse_event_bytes: number; max_json_reply_bytes: number };
+  responses: { retention_seconds: number };
   rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
@@ -38,7 +40,14 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
     conversations: {
       retention_seconds: raw.conversations?.retention_seconds ?? 30 * 86_400,
       max_messages: raw.conversations?.max_messages ?? 1000,
+      store_default: raw.conversations?.store_default ?? false,
     },
+    upstream: {
+      max_sse_event_bytes: raw.upstream?.max_sse_event_bytes ?? 4 * 1024 * 1024,
+      max_json_reply_bytes: raw.upstream?.max_json_reply_bytes ?? 32 * 1024 * 1024,
+    },
+    // As long as OpenAI keeps a stored response.
+    responses: { retention_seconds: raw.responses?.retention_seconds ?? 30 * 86_400 },
     redis: {
       command_timeout_ms: raw.redis?.command_timeout_ms ?? 1000,
       key_prefix: raw.redis?.key_prefix ?? 'nova',

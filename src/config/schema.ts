@@ -2,6 +2,9 @@ import { Type, type Static } from 'typebox';
 
 const ModelEndpoint = Type.Union([
   Type.Literal('chat'),
+  Type.Literal('completions'),
+  Type.Literal('embeddings'),
+  Type.Literal('responses'),
   Type.Literal('images'),
   Type.Literal('audio'),
   Type.Literal('fine_tuning'),
@@ -83,7 +86,23 @@ export const GatewayConfigSchema = Type.Object(
         {
           retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })),
           max_messages: Type.Optional(Type.Integer({ minimum: 2, maximum: 100_000 })),
+          store_default: Type.Optional(Type.Boolean()),
         },
+        { additionalProperties: false },
+      ),
+    ),
+    upstream: Type.Optional(
+      Type.Object(
+        {
+          max_sse_event_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 256 * 1024 * 1024 })),
+          max_json_reply_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    responses: Type.Optional(
+      Type.Object(
+        { retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })) },
         { additionalProperties: false },
       ),
     ),

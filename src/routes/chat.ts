@@ -1,56 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
-import { envelopeSchema } from '../http/envelope.js';
-import { modelNotFound } from '../http/errors.js';
-import { ErrorResponse, errorResponses, Nullable } from '../http/schemas.js';
-import type { ChatBody } from '../upstream/chat-body.js';
-import { ClientGone } from '../upstream/upstream-errors.js';
-import { ChatCall } from './chat-call.js';
-import { planConversation } from './chat-conversation.js';
-import { completeJson, outcomeOf } from './chat-json.js';
-import { completeStream } from './chat-stream.js';
+import { ErrorResponse, errorResponses } from '../http/schemas.js';
+import { OPERATIONS, estimatePromptTokens } from '../upstream/operations.js';
+import { upstreamBody } from '../upstream/upstream-body.js';
+import { planConversation, StreamedReply, storeExchange } from './chat-conversation.js';
+import { completeJson } from './chat-json.js';
+import { ChatBodySchema, ChatCompletion, type ChatBody } from './chat-schema.js';
+import { ModelCall } from './model-call.js';
+import { relayStream } from './model-stream.js';
+import { modelFor } from './resource-call.js';
 import { principalOf } from './principal-of-request.js';
 
-const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true });
-
-const ChatMessageSchema = Type.Object(
-  {
-    role: Type.Enum(['system', 'user', 'assistant']),
-    content: Type.Union([Type.String(), Type.Array(ContentPart, { minItems: 1 })]),
-  },
-  { additionalProperties: true },
-);
-
-/** What the gateway checks; every other field (temperature, tools, …) passes through to the upstream. */
-export const ChatBodySchema = Type.Object(
-  {
-    model: Type.String({ minLength: 1, maxLength: 256 }),
-    messages: Type.Array(ChatMessageSchema, { minItems: 1, maxItems: 10_000 }),
-    stream: Type.Optional(Type.Boolean()),
-    stream_options: Type.Optional(
-      Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, { additionalProperties: true })),
-    ),
-    conversation_id: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-    store: Type.Optional(Type.Boolean()),
-  },
-  { additionalProperties: true },
-);
-
-const Usage = Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer(), total_tokens: Type.Integer() });
-
-const ChatCompletion = envelopeSchema(
-  {
-    created: Type.Integer(),
-    model: Type.String(),
-    choices: Type.Array(Type.Object({}, { additionalProperties: true })),
-    usage: Usage,
-    conversation_id: Nullable(Type.String()),
-    system_fingerprint: Type.Optional(Nullable(Type.String())),
-  },
-  'A chat completion (stream: false). With stream: true the answer is text/event-stream in the OpenAI chunk format, ' +
-    'ending with data: [DONE]; the conversation id is in the x-conversation-id header.',
-);
+/** Fields of a chat request the gateway consumes and does not send upstream. */
+const GATEWAY_FIELDS = new Set(['conversation_id', 'store']);
+const chat = OPERATIONS.chat;
 
 export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   app.post(
@@ -65,27 +28,25 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
     async (request, reply) => {
       const principal = principalOf(request);
       const body = request.body as ChatBody;
-      const model = ctx.models.get(body.model);
-      if (!model || !model.endpoints.includes('chat')) throw modelNotFound();
+      const model = modelFor(ctx, body.model, 'chat');
       const plan = await planConversation(ctx, principal.projectId, body);
-      const call = new ChatCall(ctx, request, reply, principal.projectId, model, body, plan);
-      // A client that disconnects cancels the upstream request, whichever stage it is in.
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableEnded) call.controller.abort(new ClientGone());
+      const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
+      const estimate = () => estimatePromptTokens(chat, body, plan.history);
+      return call.run(async () => {
+        const sent = await call.send((upstreamModel) =>
+          upstreamBody(body, upstreamModel, { drop: GATEWAY_FIELDS, history: plan.history, askStreamUsage: true }),
+        );
+        if (!call.stream) return completeJson(call, sent, body, plan, estimate);
+        const transcript = plan.store && plan.id !== null ? new StreamedReply() : null;
+        return relayStream(call, sent, {
+          hideUsage: body.stream_options?.include_usage !== true,
+          estimatePromptTokens: estimate,
+          onEvent: transcript?.onEvent,
+          onComplete: () =>
+            transcript ? storeExchange(ctx, request.log, principal.projectId, plan, model.id, body.messages, transcript.message()) : 0,
+          headers: plan.id !== null ? { 'x-conversation-id': plan.id } : undefined,
+        });
       });
-      try {
-        // The JSON path returns the envelope; the streaming path has sent the stream (typed loosely).
-        return (await (call.stream ? completeStream(call) : completeJson(call))) as never;
-      } catch (error) {
-        call.finish({ outcome: outcomeOf(error), promptTokens: 0, completionTokens: 0, storageBytes: 0, attempt: null });
-        if (call.controller.signal.aborted) {
-          // Nobody is left to answer.
-          reply.hijack();
-          reply.raw.destroy();
-          return reply as never;
-        }
-        throw error;
-      }
     },
   );
 };

@@ -7,12 +7,10 @@ import { isGatewayId } from '../http/ids.js';
 import { errorResponses, IsoTime, Nullable, PageLimit } from '../http/schemas.js';
 import { principalOf } from './principal-of-request.js';
 
-const Message = Type.Object({
-  id: Type.String(),
-  role: Type.String(),
-  content: Type.Union([Type.String(), Type.Array(Type.Object({}, { additionalProperties: true }))]),
-  created_at: IsoTime,
-});
+/** A stored message as it was written (tool calls, tool results, names, …), with its id and time. */
+const Message = Type.Object({ id: Type.String(), role: Type.String(), created_at: IsoTime }, { additionalProperties: true });
+
+const ConversationParams = Type.Object({ conversation_id: Type.String({ maxLength: 128 }) });
 
 const ConversationView = envelopeSchema({
   project_id: Type.String(),
@@ -32,7 +30,7 @@ export const conversationRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
     {
       schema: {
         summary: 'Retrieve a stored conversation; include_messages=true pages through its messages, oldest first',
-        params: Type.Object({ conversation_id: Type.String({ maxLength: 128 }) }),
+        params: ConversationParams,
         querystring: Type.Object(
           {
             include_messages: Type.Optional(Type.Boolean({ default: false })),
@@ -63,6 +61,25 @@ export const conversationRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
         has_more: page.hasMore,
         next_cursor: page.hasMore && last ? last.id : null,
       });
+    },
+  );
+
+  app.delete(
+    '/v1/conversations/:conversation_id',
+    {
+      schema: {
+        summary: 'Delete a stored conversation and its messages; its bytes leave the project\'s storage_bytes',
+        params: ConversationParams,
+        response: { 200: envelopeSchema({ deleted: Type.Literal(true) }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { projectId } = principalOf(request);
+      const { conversation_id: conversationId } = request.params;
+      const bytes = isGatewayId('conv', conversationId) ? await ctx.store.conversations.delete(projectId, conversationId) : null;
+      if (bytes === null) throw resourceNotFound('conversation', 'conversation_id');
+      if (bytes !== 0) ctx.usage.record({ projectId, requestId: request.id, storageBytesDelta: -bytes });
+      return envelope(conversationId, { deleted: true as const });
     },
   );
 };

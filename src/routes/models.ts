@@ -9,6 +9,7 @@ import { principalOf } from './principal-of-request.js';
 
 const ModelFields = {
   owned_by: Type.String(),
+  endpoints: Type.Array(Type.String(), { description: 'The routes this model serves: chat, completions, embeddings, responses, images, audio, fine_tuning' }),
   capabilities: Type.Object({
     chat: Type.Boolean(),
     streaming: Type.Boolean(),
@@ -29,30 +30,46 @@ function modelView(model: RegisteredModel, includeLimits: boolean) {
   return {
     id: model.id,
     owned_by: model.ownedBy,
+    endpoints: model.endpoints,
     capabilities: { chat: has('chat'), streaming: has('chat'), images: has('images'), audio: has('audio'), fine_tuning: has('fine_tuning') },
     ...(includeLimits ? { limits: { context_window: model.contextWindow, max_output_tokens: model.maxOutputTokens } } : {}),
   };
 }
 
 export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  // OpenAI's own list shape, so SDKs and tools that list models first work unchanged.
   app.get(
     '/v1/models',
     {
       schema: {
-        summary: 'List the models available to the project (OpenAI clients list models before using them)',
-        querystring: ModelQuery,
+        summary: 'List the models available to the project, in OpenAI\'s shape',
         response: {
-          200: envelopeSchema({ data: Type.Array(Type.Object({ id: Type.String(), ...ModelFields })) }),
+          200: Type.Object({
+            object: Type.Literal('list'),
+            data: Type.Array(
+              Type.Object({
+                id: Type.String(),
+                object: Type.Literal('model'),
+                created: Type.Integer(),
+                owned_by: Type.String(),
+                endpoints: ModelFields.endpoints,
+              }),
+            ),
+          }),
           ...errorResponses,
         },
       },
     },
-    async (request) => {
-      const { projectId } = principalOf(request);
-      const { include_limits: includeLimits = false, project_id: queried } = request.query;
-      if (queried !== undefined && queried !== projectId) throw projectMismatch();
-      return envelope(projectId, { data: ctx.models.list().map((model) => modelView(model, includeLimits)) });
-    },
+    async () => ({
+      object: 'list' as const,
+      data: ctx.models.list().map((model) => ({
+        id: model.id,
+        object: 'model' as const,
+        created: ctx.models.created,
+        owned_by: model.ownedBy,
+        endpoints: model.endpoints,
+      })),
+    }),
   );
 
   // A wildcard, as model ids may contain "/" (meta-llama/Llama-3.1-8B-Instruct), sent encoded or not.

@@ -11,6 +11,8 @@ import { fineTuningRoutes } from './fine-tuning.js';
 import { chatRoutes } from './chat.js';
 import { conversationRoutes } from './conversations.js';
 import { modelRoutes } from './models.js';
+import { completionRoutes } from './completions.js';
+import { responseRoutes } from './responses.js';
 
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
@@ -29,6 +31,8 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   await app.register(imageRoutes, { ctx });
   await app.register(audioSpeechRoutes, { ctx });
   await app.register(chatRoutes, { ctx });
+  await app.register(completionRoutes, { ctx });
+  await app.register(responseRoutes, { ctx });
   await app.register(conversationRoutes, { ctx });
   await app.register(modelRoutes, { ctx });
 };

@@ -1,13 +1,12 @@
 /** Conversations: stored chat history of a project, kept for a retention period after the last write. */
 
-/** Message content as OpenAI sends it: a string or an array of content parts. */
-export type MessageContent = string | Array<Record<string, unknown>>;
-
+/** A stored message: the message as the client (or the upstream, for replies) wrote it, tool calls included, with an id and time. */
 export interface MessageRecord {
   id: string;
-  role: 'system' | 'user' | 'assistant';
-  content: MessageContent;
+  role: string;
+  content?: unknown;
   created_at: string;
+  [field: string]: unknown;
 }
 
 export interface ConversationRecord {
@@ -51,6 +50,8 @@ export interface ConversationStore {
    * Returns null when `afterId` is not a message of this conversation.
    */
   messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null>;
+  /** Deletes a conversation with its messages, atomically; returns the bytes it held, or null when there was none. */
+  delete(projectId: string, conversationId: string): Promise<number | null>;
 }
 
 /** The stored size of messages: what the storage measure of usage counts. */

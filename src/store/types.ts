@@ -1,3 +1,4 @@
+import type { ResponseOwnerStore } from './response-types.js';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { QuotaStore, UsageStore } from './quota-types.js';
 import type { ConversationStore } from './conversation-types.js';
@@ -140,6 +141,8 @@ export interface Store {
   readonly quota: QuotaStore;
   readonly usage: UsageStore;
   readonly conversations: ConversationStore;
+  /** Who owns each upstream-stored Responses API object. */
+  readonly responses: ResponseOwnerStore;
   /** A rate-limiter-flexible limiter shared by all replicas (in-process for the memory store). */
   createLimiter(options: LimiterOptions): RateLimiterAbstract;
   ping(): Promise<void>;

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { randomBase62 } from '../http/ids.js';
-import { textOf, type ChatMessage } from './chat-body.js';
+import { textOf, type ChatMessage } from './upstream-body.js';
 import type { UpstreamResponse } from './upstream-call.js';
 
 const words = (text: string) => text.split(/(?<=\s)(?=\S)/).filter(Boolean);
@@ -10,7 +10,7 @@ const words = (text: string) => text.split(/(?<=\s)(?=\S)/).filter(Boolean);
  * streaming, and reports usage (one token a word), like an OpenAI-compatible backend would.
  */
 export function echoResponse(body: Record<string, unknown>, publicModel: string): UpstreamResponse {
-  const messages = (body.messages ?? []) as ChatMessage[];
+  const messages = (Array.isArray(body.messages) ? body.messages : []) as ChatMessage[];
   const lastUser = [...messages].reverse().find((message) => message.role === 'user');
   const pieces = words(textOf(lastUser?.content ?? ''));
   let promptTokens = 0;

@@ -39,11 +39,16 @@ export interface RegisteredModel {
 
 /** The upstream path of a route (`/chat/completions`, `/images/generations`, …) on a target. */
 export function upstreamPath(target: HttpTarget, route: string): string {
-  return `${target.basePath}${route}${target.search}`;
+  const query = route.indexOf('?');
+  if (query === -1) return `${target.basePath}${route}${target.search}`;
+  const own = route.slice(query + 1);
+  return `${target.basePath}${route.slice(0, query)}${target.search ? `${target.search}&${own}` : `?${own}`}`;
 }
 
 /** The models of the config by public id, with their upstream targets resolved once at start. */
 export class ModelRegistry {
+  /** When the registry was built (unix seconds): the `created` of every model in OpenAI's list. */
+  readonly created = Math.floor(Date.now() / 1000);
   private readonly models = new Map<string, RegisteredModel>();
   private readonly pools = new Map<string, Pool>();
 

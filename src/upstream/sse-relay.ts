@@ -1,26 +1,27 @@
 import { Transform, type TransformCallback } from 'node:stream';
+import { findKey, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
+import { tokensOf, type Operation, type TokenUsage } from './operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
 const BLANK_CRLF = Buffer.from('\r\n\r\n');
 const CR = 13;
 const QUOTE = 34;
-const BACKSLASH = 92;
-const SPACE = 32;
-const OPEN_BRACE = 123;
-const DONE = Buffer.from('[DONE]');
 const USAGE_KEY = Buffer.from('"usage"');
-const CONTENT_KEY = Buffer.from('"content":');
-
-export interface TokenUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-}
+const MODEL_KEY = Buffer.from('"model"');
+const DONE_MARKER = Buffer.from('[DONE]');
+/** `data: [DONE]` with its blank line, and some room for CRLF or a trailing space. */
+const SHORT_EVENT = 24;
 
 export interface SseRelayOptions {
-  /** Drop the usage-only chunk (empty `choices`, a `usage` object): the client did not ask for it. */
-  hideUsageChunk: boolean;
-  /** Keep the text of `choices[0].delta.content` (to store the assistant reply). */
-  captureContent: boolean;
+  operation: Operation;
+  /** The client did not ask for usage: drop the usage chunk (whatever its shape) and `"usage":null` members. */
+  hideUsage: boolean;
+  /** The public model id as a JSON string literal: every event's `model` is rewritten to it. */
+  publicModel: Buffer | null;
+  /** Largest event accepted; a larger one stops the relay and emits 'oversize'. */
+  maxEventBytes: number;
+  /** Sees every complete event as it passes (conversation capture). */
+  onEvent?: (event: Buffer) => void;
   onFirstByte?: () => void;
   onFirstToken?: () => void;
   /** Runs after the last event passed through and before the response ends (stores the conversation). */
@@ -36,48 +37,51 @@ function eventEnd(buf: Buffer, from: number, hasCr: boolean): number {
   return crlf === -1 || lf < crlf ? lf + 2 : crlf + 4;
 }
 
-/** Index of the closing quote of the JSON string whose opening quote is at `open`, or -1. */
-function stringEnd(view: Buffer, open: number): number {
-  for (let i = open + 1; i < view.length; i++) {
-    if (view[i] === BACKSLASH) i++;
-    else if (view[i] === QUOTE) return i;
-  }
-  return -1;
-}
-
-function skipSpaces(view: Buffer, at: number): number {
-  while (view[at] === SPACE) at++;
-  return at;
-}
-
-/** The JSON of an event's data lines (`data:` fields joined), parsed; null when it is not JSON. */
-function parseData(view: Buffer): Record<string, unknown> | null {
-  const data = view
+/** The JSON of an event's data lines (`data:` fields joined), parsed; null when it is not a JSON object. */
+export function parseEventData(event: Buffer): Record<string, unknown> | null {
+  const data = event
     .toString('utf8')
     .split(/\r?\n/)
     .filter((line) => line.startsWith('data:'))
     .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
     .join('\n');
   try {
-    return JSON.parse(data) as Record<string, unknown>;
+    const parsed: unknown = JSON.parse(data);
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
   } catch {
     return null;
   }
 }
 
+/** True when a value carries nothing a client would read: null, '', [] or an object of such. */
+function carriesNothing(value: unknown): boolean {
+  if (value === null || value === undefined || value === '') return true;
+  if (Array.isArray(value)) return value.every(carriesNothing);
+  if (typeof value === 'object') return Object.entries(value).every(([name, inner]) => name === 'role' || carriesNothing(inner));
+  return false;
+}
+
+/** A choice of a usage chunk that only frames it (index, empty delta, no finish_reason). */
+function emptyChoice(choice: unknown): boolean {
+  if (choice === null || typeof choice !== 'object') return true;
+  return Object.entries(choice).every(([name, value]) => name === 'index' || carriesNothing(value));
+}
+
 /**
  * Passes an upstream server-sent-event stream through as the bytes arrive, complete events at a
- * time, without re-serialising anything. It scans each event for three things only: the usage
- * object (parsed: one event a stream), whether the event carries content (counted, so an early
- * end can still be metered), and `[DONE]`. The usage-only chunk is dropped when the client did
- * not ask for it.
+ * time, without re-serialising them. Per event it looks for a few keys only: `usage` (read from
+ * the one event that carries it), `model` (rewritten in place to the public id when it differs),
+ * output keys (counted, so an early end can still be metered) and the terminal marker. An event
+ * is re-serialised in one case: a usage chunk the client did not ask for that also carries output.
  */
 export class SseRelay extends Transform {
   usage: TokenUsage | null = null;
-  contentEvents = 0;
-  sawDone = false;
-  private readonly pieces: string[] = [];
-  private tail: Buffer | null = null;
+  outputEvents = 0;
+  /** The stream's terminal event passed (`[DONE]`, `response.completed`, …). */
+  completed = false;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private stopped = false;
   private started = false;
   private tokenSeen = false;
 
@@ -85,41 +89,40 @@ export class SseRelay extends Transform {
     super();
   }
 
-  get content(): string {
-    return this.pieces.join('');
-  }
-
-  /** Drops a partial event (the upstream broke off mid-event) and writes `event` as the last one. */
+  /** Drops a partial event and writes `event` as the last one; later input is ignored. */
   endWith(event: string): void {
-    this.tail = null;
-    if (!this.writableEnded) this.end(Buffer.from(event));
+    this.stop();
+    if (this.writableEnded) return;
+    this.push(Buffer.from(event));
+    this.end();
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    const buf = this.tail ? Buffer.concat([this.tail, chunk]) : chunk;
-    this.tail = null;
-    const hasCr = buf.includes(CR);
-    let position = 0;
-    let emitFrom = 0;
-    for (;;) {
-      const end = eventEnd(buf, position, hasCr);
-      if (end === -1) break;
-      if (this.inspect(buf.subarray(position, end))) {
-        if (position > emitFrom) this.forward(buf.subarray(emitFrom, position));
-        emitFrom = end;
+    if (this.stopped) return callback();
+    let buf = chunk;
+    if (this.pending.length > 0) {
+      // Only the new bytes (and the last three of the old) can complete the pending event, so a
+      // large event costs one concatenation, not one per chunk.
+      const last = this.pending.at(-1)!;
+      const seam = Buffer.concat([last.subarray(Math.max(0, last.length - 3)), chunk]);
+      if (seam.indexOf(BLANK_LF) === -1 && seam.indexOf(BLANK_CRLF) === -1) {
+        this.hold(chunk);
+        return callback();
       }
-      position = end;
+      buf = Buffer.concat([...this.pending, chunk]);
+      this.pending = [];
+      this.pendingBytes = 0;
     }
-    if (position > emitFrom) this.forward(buf.subarray(emitFrom, position));
-    if (position < buf.length) this.tail = Buffer.from(buf.subarray(position));
+    this.relay(buf);
     callback();
   }
 
   override _flush(callback: TransformCallback): void {
-    if (this.tail) {
-      const rest = this.tail;
-      this.tail = null;
-      if (!this.inspect(rest)) this.forward(rest);
+    if (!this.stopped && this.pending.length > 0) {
+      const rest = Buffer.concat(this.pending);
+      this.pending = [];
+      const out = this.inspect(rest);
+      if (out) this.forward(out);
     }
     const beforeEnd = this.options.beforeEnd;
     if (!beforeEnd) return callback();
@@ -127,6 +130,47 @@ export class SseRelay extends Transform {
       () => callback(),
       () => callback(),
     );
+  }
+
+  private relay(buf: Buffer): void {
+    const hasCr = buf.includes(CR);
+    const out: Buffer[] = [];
+    let position = 0;
+    let emitFrom = 0;
+    for (;;) {
+      const end = eventEnd(buf, position, hasCr);
+      if (end === -1) break;
+      if (end - position > this.options.maxEventBytes) return this.oversize();
+      const event = buf.subarray(position, end);
+      const relayed = this.inspect(event);
+      if (relayed !== event) {
+        if (position > emitFrom) out.push(buf.subarray(emitFrom, position));
+        if (relayed) out.push(relayed);
+        emitFrom = end;
+      }
+      position = end;
+    }
+    if (position > emitFrom) out.push(buf.subarray(emitFrom, position));
+    if (out.length > 0) this.forward(out.length === 1 ? out[0]! : Buffer.concat(out));
+    if (position < buf.length) this.hold(Buffer.from(buf.subarray(position)));
+  }
+
+  private hold(bytes: Buffer): void {
+    this.pending.push(bytes);
+    this.pendingBytes += bytes.length;
+    if (this.pendingBytes > this.options.maxEventBytes) this.oversize();
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+  }
+
+  private oversize(): void {
+    this.stop();
+    // The owner answers with an error event and closes the upstream; not from inside _transform.
+    queueMicrotask(() => this.emit('oversize'));
   }
 
   private forward(bytes: Buffer): void {
@@ -137,46 +181,56 @@ export class SseRelay extends Transform {
     this.push(bytes);
   }
 
-  /** Looks at one complete event; returns true when it is to be dropped. */
-  private inspect(view: Buffer): boolean {
-    if (view.length < 24 && view.includes(DONE)) {
-      this.sawDone = true;
-      return false;
+  /** Looks at one complete event; returns it, its rewritten form, or null to drop it. */
+  private inspect(event: Buffer): Buffer | null {
+    const { operation, hideUsage, publicModel } = this.options;
+    if (event.length < SHORT_EVENT && event.includes(DONE_MARKER)) {
+      this.completed = true;
+      return event;
     }
-    const usageAt = view.indexOf(USAGE_KEY);
-    if (usageAt !== -1) {
-      let at = skipSpaces(view, usageAt + USAGE_KEY.length);
-      if (view[at] === 58 /* : */) at = skipSpaces(view, at + 1);
-      if (view[at] === OPEN_BRACE) {
-        const data = parseData(view);
-        const usage = data?.usage as Partial<TokenUsage> | undefined;
-        if (usage && typeof usage === 'object') {
-          this.usage = { prompt_tokens: Number(usage.prompt_tokens) || 0, completion_tokens: Number(usage.completion_tokens) || 0 };
+    let out = event;
+    if (event.indexOf(USAGE_KEY) !== -1) {
+      const usage = lastObjectValue(event, USAGE_KEY);
+      if (usage) {
+        this.usage = tokensOf(usage);
+        if (hideUsage) {
+          const hidden = this.withoutUsage(event);
+          if (hidden === null) return null;
+          out = hidden;
         }
-        if (Array.isArray(data?.choices) && data.choices.length === 0) return this.options.hideUsageChunk;
+      } else if (hideUsage) {
+        out = removeNullMembers(event, USAGE_KEY);
       }
     }
-    this.scanContent(view);
-    return false;
+    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => event.includes(marker))) {
+      this.completed = true;
+    }
+    if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel);
+    this.countOutput(out);
+    this.options.onEvent?.(out);
+    return out;
   }
 
-  private scanContent(view: Buffer): void {
-    const keyAt = view.indexOf(CONTENT_KEY);
-    if (keyAt === -1) return;
-    const open = skipSpaces(view, keyAt + CONTENT_KEY.length);
-    if (view[open] !== QUOTE || view[open + 1] === QUOTE) return;
-    this.contentEvents++;
-    if (!this.tokenSeen) {
-      this.tokenSeen = true;
-      this.options.onFirstToken?.();
-    }
-    if (!this.options.captureContent) return;
-    const close = stringEnd(view, open);
-    if (close === -1) return;
-    try {
-      this.pieces.push(JSON.parse(view.toString('utf8', open, close + 1)) as string);
-    } catch {
-      // not a JSON string after all: nothing to keep
+  /** A usage chunk the client did not ask for: dropped, or (when it also carries output) sent without its usage. */
+  private withoutUsage(event: Buffer): Buffer | null {
+    const data = parseEventData(event);
+    if (!data) return event;
+    const choices = data.choices;
+    if (!Array.isArray(choices) || choices.every(emptyChoice)) return null;
+    delete data.usage;
+    return Buffer.from(`data: ${JSON.stringify(data)}\n\n`);
+  }
+
+  private countOutput(event: Buffer): void {
+    for (const key of this.options.operation.outputKeys) {
+      const found = findKey(event, key);
+      if (!found || event[found.valueStart] !== QUOTE || event[found.valueStart + 1] === QUOTE) continue;
+      this.outputEvents++;
+      if (!this.tokenSeen) {
+        this.tokenSeen = true;
+        this.options.onFirstToken?.();
+      }
+      return;
     }
   }
 }

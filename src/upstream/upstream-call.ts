@@ -3,7 +3,9 @@ import type { FormData } from 'undici';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
 import { echoResponse } from './echo-provider.js';
+import { upstreamError } from '../http/errors.js';
 import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
+import type { Operation } from './operations.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 
 export interface UpstreamResponse {
@@ -32,10 +34,33 @@ export async function readBody(body: Readable, limit = Number.POSITIVE_INFINITY)
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * Reads a whole reply, failing with a 502 (and closing the upstream connection) past `limit`
+ * bytes, so no reply can hold unbounded memory.
+ */
+export async function readBounded(body: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      size += (chunk as Buffer).length;
+      if (size > limit) {
+        body.destroy();
+        throw upstreamError(`The model backend sent a reply larger than the gateway accepts (${limit} bytes).`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+  } catch (error) {
+    throw mapUpstreamFailure(error);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+}
+
 export interface TargetRequest {
-  /** Path below the target's base URL, e.g. /chat/completions. */
+  method?: 'GET' | 'POST' | 'DELETE';
+  /** Path below the target's base URL, e.g. /chat/completions; may carry its own query string. */
   path: string;
-  body: string | FormData;
+  body?: string | FormData;
   /** Set for a string body; a FormData body brings its own multipart type. */
   contentType?: string;
   accept: string;
@@ -47,7 +72,7 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
   if (request.contentType) headers['content-type'] = request.contentType;
   if (target.authorization) headers.authorization = target.authorization;
   const response = await target.pool.request({
-    method: 'POST',
+    method: request.method ?? 'POST',
     path: upstreamPath(target, request.path),
     headers,
     body: request.body,
@@ -58,9 +83,10 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
   return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
 }
 
-/** One chat completion request to one target (the echo provider answers in process). */
+/** One model request to one target (the echo provider answers chat in process). */
 export async function callTarget(
   target: Target,
+  operation: Operation,
   publicModel: string,
   body: Record<string, unknown>,
   options: CallOptions,
@@ -69,7 +95,7 @@ export async function callTarget(
   return sendToTarget(
     target,
     {
-      path: '/chat/completions',
+      path: operation.path,
       body: JSON.stringify(body),
       contentType: 'application/json',
       accept: options.stream ? 'text/event-stream' : 'application/json',

@@ -70,7 +70,7 @@ redis:
     expect(usage).toMatchObject({ completion_tokens: 5 });
 
     const { data, response } = await client.chat.completions
-      .create({ model: 'echo-1', messages: [{ role: 'user', content: 'echo me back' }], stream: true })
+      .create({ model: 'echo-1', messages: [{ role: 'user', content: 'echo me back' }], stream: true, store: true })
       .withResponse();
     let echoed = '';
     for await (const chunk of data) echoed += chunk.choices[0]?.delta?.content ?? '';
@@ -86,7 +86,7 @@ redis:
   it('raises the SDK error classes: 401, 400, 404, 429', async () => {
     const bad = new OpenAI({ apiKey: 'nova_sk_not-a-real-key', baseURL: `${gateway.url}/v1`, maxRetries: 0 });
     await expect(bad.models.retrieve('echo-1')).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
-    await expect(client.chat.completions.create({ model: 'fake-1', messages: [] })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(client.chat.completions.create({ model: 'fake-1', messages: 'x' as never })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
     await expect(client.models.retrieve('no-such-model')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(
       client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),

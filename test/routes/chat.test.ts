@@ -82,7 +82,7 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
   });
 
   it('streams the upstream events through, hides the usage chunk it asked for, and counts the tokens once', async () => {
-    const res = await chat(test.app, project.auth, { model: 'fake-1', messages: [user('Hi')], stream: true }, { 'x-request-id': 'req-stream-1' });
+    const res = await chat(test.app, project.auth, { model: 'fake-1', messages: [user('Hi')], stream: true, store: true }, { 'x-request-id': 'req-stream-1' });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/event-stream/);
     expect(res.headers['x-conversation-id']).toMatch(/^conv_/);
@@ -108,10 +108,12 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
 
   it.each([
     [{ messages: [user('x')] }, 'model'],
-    [{ model: 'fake-1', messages: [] }, 'messages'],
+    [[{ model: 'fake-1' }], 'body'],
     [{ model: 'fake-1' }, 'messages'],
-    [{ model: 'fake-1', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
-    [{ model: 'fake-1', messages: [{ role: 'user', content: 5 }] }, 'messages[0].content'],
+    [{ model: 'fake-1', messages: 'Hi' }, 'messages'],
+    [{ model: 'fake-1', messages: ['Hi'] }, 'messages[0]'],
+    [{ model: 'fake-1', messages: [{ content: 'x' }] }, 'messages[0].role'],
+    [{ model: 'fake-1', messages: [{ role: 5, content: 'x' }] }, 'messages[0].role'],
     [{ model: 'fake-1', messages: [user('x')], stream: 'yes' }, 'stream'],
   ])('refuses an invalid body %j (400, param %s) without calling the upstream', async (payload, param) => {
     const res = await chat(test.app, project.auth, payload);

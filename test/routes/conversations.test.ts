@@ -31,7 +31,7 @@ describe.each(STORE_KINDS)('conversations (%s store)', (kind) => {
     test.app.inject({ url: `/v1/conversations/${id}${query}`, headers: project.auth });
 
   it('stores each exchange, continues a conversation with its history sent upstream first, and pages the messages', async () => {
-    const first = await chat(test.app, alice.auth, { model: 'fake-1', messages: [{ role: 'system', content: 'Be brief.' }, user('Hi')] });
+    const first = await chat(test.app, alice.auth, { model: 'fake-1', messages: [{ role: 'system', content: 'Be brief.' }, user('Hi')], store: true });
     const conversationId = first.json().conversation_id as string;
     expect(conversationId).toMatch(/^conv_/);
 
@@ -82,7 +82,7 @@ describe.each(STORE_KINDS)('conversations (%s store)', (kind) => {
   });
 
   it("keeps projects apart: another project's conversation is a 404, to read and to continue", async () => {
-    const res = await chat(test.app, alice.auth, { model: 'fake-1', messages: [user('secret plans')] });
+    const res = await chat(test.app, alice.auth, { model: 'fake-1', messages: [user('secret plans')], store: true });
     const conversationId = res.json().conversation_id as string;
     expect(errorOf(await getConversation(bob, conversationId))).toMatchObject({ status: 404, code: 'resource_not_found' });
     const hijack = await chat(test.app, bob.auth, { model: 'fake-1', messages: [user('x')], conversation_id: conversationId });
@@ -101,7 +101,7 @@ describe.each(STORE_KINDS)('conversations (%s store)', (kind) => {
   });
 
   it('refuses an `after` that is not a message of the conversation', async () => {
-    const res = await chat(test.app, alice.auth, { model: 'fake-1', messages: [user('x')] });
+    const res = await chat(test.app, alice.auth, { model: 'fake-1', messages: [user('x')], store: true });
     const id = res.json().conversation_id as string;
     const bad = await getConversation(alice, id, '?include_messages=true&after=msg_0000000000000000000000');
     expect(errorOf(bad)).toMatchObject({ status: 400, code: 'invalid_parameter', param: 'after' });

@@ -28,6 +28,7 @@ describe('GET /v1/models/{model_id}', () => {
       object: 'nova.resource',
       status: 'succeeded',
       owned_by: 'nova-gateway',
+      endpoints: ['chat'],
       capabilities: { chat: true, streaming: true, images: false, audio: false, fine_tuning: false },
     });
     const limited = await get('/v1/models/echo-1?include_limits=true');
@@ -53,8 +54,16 @@ describe('GET /v1/models/{model_id}', () => {
     expect(errorOf(await get('/v1/models/echo-1?include_limits=perhaps'))).toMatchObject({ status: 400, param: 'include_limits' });
   });
 
-  it('lists the models', async () => {
+  it("lists the models in OpenAI's own shape, with the routes each serves", async () => {
     const res = await get('/v1/models');
-    expect(res.json().data.map((model: { id: string }) => model.id)).toEqual(['echo-1', 'meta-llama/Llama-3.1-8B']);
+    const body = res.json();
+    expect(body).toEqual({
+      object: 'list',
+      data: [
+        { id: 'echo-1', object: 'model', created: expect.any(Number), owned_by: 'nova-gateway', endpoints: ['chat'] },
+        { id: 'meta-llama/Llama-3.1-8B', object: 'model', created: expect.any(Number), owned_by: 'meta', endpoints: ['chat', 'fine_tuning'] },
+      ],
+    });
+    expect(body.data[0].created).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
   });
 });

@@ -1,12 +1,34 @@
 import { describe, expect, it } from 'vitest';
+import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
 import { SseRelay } from '../../src/upstream/sse-relay.js';
 
-const chunk = (content: string, usage = '') => `data: {"id":"c1","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${usage}}\n\n`;
-const USAGE = 'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":3,"total_tokens":14}}\n\n';
-const STREAM = `data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n${chunk('Hel')}${chunk('lo "quoted"\\n')}${chunk(' é✓')}${USAGE}data: [DONE]\n\n`;
+const chunk = (content: string, extra = '', model = 'm') =>
+  `data: {"id":"c1","model":"${model}","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`;
+const USAGE = 'data: {"id":"c1","model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":3,"total_tokens":14}}\n\n';
+const STREAM = `data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n${chunk('Hel')}${chunk('lo "quoted"\\n')}${chunk(' é✓')}${USAGE}data: [DONE]\n\n`;
 
-async function relay(input: string | Buffer, options: { hide: boolean; splitEvery?: number; crlf?: boolean }) {
-  const relay = new SseRelay({ hideUsageChunk: options.hide, captureContent: true });
+interface RelayOptions {
+  hide: boolean;
+  splitEvery?: number;
+  crlf?: boolean;
+  publicModel?: string;
+  operation?: OperationName;
+  maxEventBytes?: number;
+}
+
+function makeRelay(options: RelayOptions, events: Buffer[] = []) {
+  return new SseRelay({
+    operation: OPERATIONS[options.operation ?? 'chat'],
+    hideUsage: options.hide,
+    publicModel: options.publicModel === undefined ? null : Buffer.from(JSON.stringify(options.publicModel)),
+    maxEventBytes: options.maxEventBytes ?? 1024 * 1024,
+    onEvent: (event) => events.push(Buffer.from(event)),
+  });
+}
+
+async function relay(input: string | Buffer, options: RelayOptions) {
+  const events: Buffer[] = [];
+  const relay = makeRelay(options, events);
   let bytes = Buffer.isBuffer(input) ? input : Buffer.from(input);
   if (options.crlf) bytes = Buffer.from(bytes.toString('utf8').replace(/\n/g, '\r\n'));
   const out: Buffer[] = [];
@@ -16,36 +38,52 @@ async function relay(input: string | Buffer, options: { hide: boolean; splitEver
   for (let i = 0; i < bytes.length; i += step) relay.write(bytes.subarray(i, i + step));
   relay.end();
   await done;
-  return { relay, text: Buffer.concat(out).toString('utf8') };
+  return { relay, text: Buffer.concat(out).toString('utf8'), events };
 }
 
 describe('SseRelay', () => {
   it.each([1, 3, 7, 64, 10_000])('passes events through unchanged whatever the chunking (%i bytes)', async (splitEvery) => {
-    const { relay: r, text } = await relay(STREAM, { hide: false, splitEvery });
+    const { relay: r, text, events } = await relay(STREAM, { hide: false, splitEvery });
     expect(text).toBe(STREAM);
     expect(r.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
-    expect(r.contentEvents).toBe(3);
-    expect(r.content).toBe('Hello "quoted"\\n é✓');
-    expect(r.sawDone).toBe(true);
+    expect(r.outputEvents).toBe(3);
+    expect(r.completed).toBe(true);
+    expect(events).toHaveLength(5); // every event but [DONE]
   });
 
-  it('drops exactly the usage-only chunk when asked to', async () => {
+  it('drops exactly the usage-only chunk when the client did not ask for usage', async () => {
     const { relay: r, text } = await relay(STREAM, { hide: true, splitEvery: 5 });
     expect(text).toBe(STREAM.replace(USAGE, ''));
     expect(r.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
   });
 
-  it('keeps `"usage":null` chunks (and a usage that rides on a content chunk)', async () => {
-    const input = `${chunk('a', ',"usage":null')}${chunk('b', ',"usage":{"prompt_tokens":1,"completion_tokens":2}')}data: [DONE]\n\n`;
+  it('drops a usage chunk of any framing shape (empty delta choices, as LiteLLM sends) and the "usage":null members', async () => {
+    const litellm = 'data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{},"finish_reason":null}],"usage":{"prompt_tokens":4,"completion_tokens":2}}\n\n';
+    const input = `${chunk('a', ',"usage":null')}${litellm}data: [DONE]\n\n`;
+    const { relay: r, text } = await relay(input, { hide: true, splitEvery: 9 });
+    expect(text).toBe(`${chunk('a')}data: [DONE]\n\n`);
+    expect(r.usage).toEqual({ prompt_tokens: 4, completion_tokens: 2 });
+  });
+
+  it('keeps the output of a chunk that also carries unasked usage, without the usage', async () => {
+    const input = `${chunk('b', ',"usage":{"prompt_tokens":1,"completion_tokens":2}')}data: [DONE]\n\n`;
     const { relay: r, text } = await relay(input, { hide: true });
-    expect(text).toBe(input);
+    const first = JSON.parse(text.split('\n\n')[0]!.slice(6)) as Record<string, unknown>;
+    expect(first).toEqual({ id: 'c1', model: 'm', choices: [{ index: 0, delta: { content: 'b' } }] });
     expect(r.usage).toEqual({ prompt_tokens: 1, completion_tokens: 2 });
+  });
+
+  it('rewrites every event\'s model to the public id, and only the model key', async () => {
+    const input = `${chunk('the "model":"x" text', '', 'upstream/name')}${USAGE}data: [DONE]\n\n`;
+    const { text } = await relay(input, { hide: false, publicModel: 'public-1', splitEvery: 11 });
+    expect(text).toBe(input.replaceAll('"model":"upstream/name"', '"model":"public-1"').replaceAll('"model":"m"', '"model":"public-1"'));
+    expect(text).toContain(JSON.stringify('the "model":"x" text'));
   });
 
   it('handles CRLF line endings', async () => {
     const { relay: r, text } = await relay(STREAM, { hide: true, splitEvery: 4, crlf: true });
     expect(text).toBe(STREAM.replace(USAGE, '').replace(/\n/g, '\r\n'));
-    expect(r.contentEvents).toBe(3);
+    expect(r.outputEvents).toBe(3);
   });
 
   it('does not mistake "usage" or "content" inside generated text for fields', async () => {
@@ -53,11 +91,36 @@ describe('SseRelay', () => {
     const { relay: r, text } = await relay(input, { hide: true });
     expect(text).toBe(input);
     expect(r.usage).toBeNull();
-    expect(r.contentEvents).toBe(1);
+    expect(r.outputEvents).toBe(1);
+  });
+
+  it('reads Responses API usage from response.completed and knows it as the terminal event', async () => {
+    const created = 'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_1","model":"up","usage":null}}\n\n';
+    const delta = 'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"Hi"}\n\n';
+    const completed =
+      'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_1","model":"up","output":[],"usage":{"input_tokens":7,"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0}}}}\n\n';
+    const { relay: r, text } = await relay(`${created}${delta}${delta}${completed}`, { hide: false, operation: 'responses', publicModel: 'pub', splitEvery: 13 });
+    expect(r.usage).toEqual({ prompt_tokens: 7, completion_tokens: 5 });
+    expect(r.outputEvents).toBe(2);
+    expect(r.completed).toBe(true);
+    expect(text).toBe(`${created}${delta}${delta}${completed}`.replaceAll('"model":"up"', '"model":"pub"'));
+  });
+
+  it('stops at an event larger than the limit, whether it arrives whole or in pieces', async () => {
+    for (const splitEvery of [100, 1 << 20]) {
+      const r = makeRelay({ hide: false, maxEventBytes: 2048 });
+      const oversize = new Promise<void>((resolve) => r.once('oversize', resolve));
+      r.on('data', () => undefined);
+      const big = `data: {"choices":[{"delta":{"content":"${'x'.repeat(5000)}"}}]}\n\n`;
+      const bytes = Buffer.from(`${chunk('a')}${big}`);
+      for (let i = 0; i < bytes.length; i += splitEvery) r.write(bytes.subarray(i, i + splitEvery));
+      await oversize;
+      r.endWith('data: {"error":{}}\n\n');
+    }
   });
 
   it('ends with an error event after a partial event was dropped', async () => {
-    const r = new SseRelay({ hideUsageChunk: true, captureContent: false });
+    const r = makeRelay({ hide: true });
     const out: Buffer[] = [];
     r.on('data', (data: Buffer) => out.push(data));
     const ended = new Promise((resolve) => r.on('end', resolve));

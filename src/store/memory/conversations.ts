@@ -81,6 +81,13 @@ export class MemoryConversationStore implements ConversationStore {
     return { data, hasMore: start + limit < stored.messages.length };
   }
 
+  async delete(projectId: string, conversationId: string): Promise<number | null> {
+    const stored = this.live(projectId, conversationId);
+    if (!stored) return null;
+    this.byKey.delete(`${projectId}/${conversationId}`);
+    return stored.record.bytes;
+  }
+
   private live(projectId: string, conversationId: string): StoredConversation | undefined {
     const key = `${projectId}/${conversationId}`;
     const stored = this.byKey.get(key);

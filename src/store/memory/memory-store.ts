@@ -1,3 +1,4 @@
+import { MemoryResponseOwnerStore } from './response-owners.js';
 import { EventEmitter } from 'node:events';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { principalOf } from '../principal.js';
@@ -41,6 +42,7 @@ export class MemoryStore implements Store {
   readonly usage = new MemoryUsageStore();
   readonly conversations = new MemoryConversationStore();
   readonly records = new MemoryRecordStore();
+  readonly responses = new MemoryResponseOwnerStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {

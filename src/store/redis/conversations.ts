@@ -53,7 +53,16 @@ table.insert(page, 1, 1)
 return page
 `;
 
+/** KEYS: record, messages, positions. Returns the bytes the conversation held, or false when there was none. */
+const DELETE_SCRIPT = `
+local bytes = redis.call('HGET', KEYS[1], 'bytes')
+if not bytes then return false end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return tonumber(bytes)
+`;
+
 type Scripted = RedisClient & {
+  novaDeleteConversation(...keys: string[]): Promise<number | null>;
   novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
   novaConversationPage(...args: (string | number)[]): Promise<(string | number)[]>;
 };
@@ -81,6 +90,7 @@ export class RedisConversationStore implements ConversationStore {
   ) {
     redis.defineCommand('novaAppendConversation', { numberOfKeys: 3, lua: APPEND_SCRIPT });
     redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
+    redis.defineCommand('novaDeleteConversation', { numberOfKeys: 3, lua: DELETE_SCRIPT });
     this.redis = redis as Scripted;
   }
 
@@ -130,5 +140,10 @@ export class RedisConversationStore implements ConversationStore {
     if (Number(reply[0]) === 0) return null;
     const items = reply.slice(1).map((json) => JSON.parse(String(json)) as MessageRecord);
     return { data: items.slice(0, limit), hasMore: items.length > limit };
+  }
+
+  async delete(projectId: string, conversationId: string): Promise<number | null> {
+    const bytes = await guard(this.redis.novaDeleteConversation(...this.keysOf(projectId, conversationId)));
+    return bytes === null ? null : Number(bytes);
   }
 }

@@ -17,6 +17,7 @@ export class KeyNames {
   usageBucket = (projectId: string, unit: 'm' | 'h', startMs: number) => `${this.prefix}:{${projectId}}:usage:${unit}:${startMs}`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   usageBatch = (projectId: string, batchId: string) => `${this.prefix}:{${projectId}}:usage:batch:${batchId}`;
+  responseOwner = (projectId: string, responseId: string) => `${this.prefix}:{${projectId}}:resp:${responseId}`;
   record = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}`;
   recordMetadata = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}:meta`;
   /** Looked up by the secret's hash alone, before the project is known. */

@@ -1,3 +1,4 @@
+import { RedisResponseOwnerStore } from './response-owners.js';
 import { Cluster } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { AuditStore, InvalidationBus, LimiterOptions, Store } from '../types.js';
@@ -22,6 +23,7 @@ export class RedisStore implements Store {
   readonly usage: RedisUsageStore;
   readonly conversations: RedisConversationStore;
   readonly records: RedisRecordStore;
+  readonly responses: RedisResponseOwnerStore;
   private readonly keys: KeyNames;
   private subscriber: RedisClient | null = null;
 
@@ -36,6 +38,7 @@ export class RedisStore implements Store {
     this.usage = new RedisUsageStore(redis, this.keys);
     this.conversations = new RedisConversationStore(redis, this.keys);
     this.records = new RedisRecordStore(redis, this.keys);
+    this.responses = new RedisResponseOwnerStore(redis, this.keys);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));
