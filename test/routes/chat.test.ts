@@ -116,7 +116,7 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
     [{ model: 'fake-1', messages: [{ role: 5, content: 'x' }] }, 'messages[0].role'],
     [{ model: 'fake-1', messages: [user('x')], stream: 'yes' }, 'stream'],
   ])('refuses an invalid body %j (400, param %s) without calling the upstream', async (payload, param) => {
-    const res = await chat(test.app, project.auth, payload);
+    const res = await chat(test.app, project.auth, payload as Record<string, unknown>);
     expect(errorOf(res)).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'invalid_parameter', param });
     expect(upstream.requests).toHaveLength(0);
   });
