@@ -1,6 +1,7 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from '@langchain/core/messages';
+import type { AIMessageChunk} from '@langchain/core/messages';
+import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from '@langchain/core/messages';
 import { ChatOpenAI, OpenAI as LangChainCompletions, OpenAIEmbeddings } from '@langchain/openai';
 import { embedMany, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { Redis } from 'ioredis';
