@@ -1,0 +1,131 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { randomBase62 } from '../../src/http/ids.js';
+import { GatewayProcess } from '../support/gateway-process.js';
+import type { TestProject } from '../support/test-app.js';
+
+const HUGE = 50 * 1024 * 1024;
+const PIECE = Buffer.alloc(64 * 1024, 'x');
+const FIRST_CHUNK = 'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n';
+
+/** Writes up to HUGE bytes after `head`, honouring backpressure; resolves with what was written when the peer closed or all was sent. */
+async function pour(response: ServerResponse, head: string): Promise<number> {
+  let written = 0;
+  let closed = false;
+  response.once('close', () => (closed = true));
+  response.write(head);
+  while (!closed && written < HUGE) {
+    written += PIECE.length;
+    if (!response.write(PIECE)) await new Promise<void>((resolve) => {
+      response.once('drain', resolve);
+      response.once('close', resolve);
+    });
+  }
+  if (!closed) response.end();
+  return written;
+}
+
+/**
+ * An upstream that answers with 50 MB: one endless SSE event, a JSON body to a stream request, a
+ * JSON body to a plain request. The gateway (limits: 64 KiB events, 256 KiB replies) must stop
+ * each early, tell the client `upstream_error`, and keep its event loop free for probes.
+ */
+describe('bounded upstream replies (real process, real Redis)', () => {
+  let upstream: Server;
+  let gateway: GatewayProcess;
+  let project: TestProject;
+  const written: Record<string, number> = {};
+
+  beforeAll(async () => {
+    upstream = createServer((request: IncomingMessage, response: ServerResponse) => {
+      request.resume();
+      const scenario = (request.url ?? '').split('/')[1]!;
+      response.writeHead(200, { 'content-type': scenario === 'event' ? 'text/event-stream' : 'application/json' });
+      const head = scenario === 'event' ? `${FIRST_CHUNK}data: {"choices":[{"delta":{"content":"` : '{"choices":[{"message":{"content":"';
+      void pour(response, head).then((bytes) => (written[scenario] = bytes));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    gateway = await GatewayProcess.start({
+      env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: `admin-${randomBase62(20)}` },
+      configYaml: `
+models:
+  - id: event-1
+    upstream: ${base}/event/v1
+  - id: json-stream-1
+    upstream: ${base}/json-stream/v1
+  - id: json-1
+    upstream: ${base}/json/v1
+    endpoints: [chat, embeddings]
+upstream:
+  max_sse_event_bytes: 65536
+  max_json_reply_bytes: 262144
+redis:
+  key_prefix: bounds${randomBase62(8)}
+`,
+    });
+    project = await gateway.createProject({ name: 'bounds' });
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    upstream?.closeAllConnections();
+    await new Promise<void>((resolve) => upstream?.close(() => resolve()));
+  });
+
+  const post = (path: string, body: Record<string, unknown>) =>
+    fetch(`${gateway.url}/v1${path}`, { method: 'POST', headers: { ...project.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const messages = [{ role: 'user', content: 'Hi' }];
+
+  /** The slowest /livez answer while `work` runs. */
+  async function slowestProbeDuring(work: Promise<unknown>): Promise<number> {
+    let done = false;
+    void work.finally(() => (done = true));
+    let slowest = 0;
+    while (!done) {
+      const started = performance.now();
+      await fetch(`${gateway.url}/livez`);
+      slowest = Math.max(slowest, performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await work;
+    return slowest;
+  }
+
+  it('ends a stream with an upstream_error event at an event larger than the limit, and closes the upstream early', async () => {
+    let text = '';
+    const slowest = await slowestProbeDuring(
+      post('/chat/completions', { model: 'event-1', messages, stream: true }).then(async (response) => {
+        expect(response.status).toBe(200);
+        text = await response.text();
+      }),
+    );
+    const events = text.split('\n\n').filter(Boolean);
+    expect(events[0]).toBe(FIRST_CHUNK.replace('"model":"m"', '"model":"event-1"').trimEnd());
+    expect(JSON.parse(events.at(-1)!.slice('data: '.length))).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_error' } });
+    await expect.poll(() => written.event).toBeLessThan(HUGE / 4);
+    expect(slowest).toBeLessThan(500);
+  });
+
+  it('answers a stream request that got JSON back with an SSE error event, without reading the JSON', async () => {
+    const response = await post('/chat/completions', { model: 'json-stream-1', messages, stream: true });
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = await response.text();
+    expect(JSON.parse(text.trim().slice('data: '.length))).toMatchObject({ error: { type: 'upstream_error' } });
+    await expect.poll(() => written['json-stream']).toBeLessThan(HUGE / 4);
+  });
+
+  it('answers 502 to a JSON reply over the limit, chat or pass-through, and closes the upstream early', async () => {
+    for (const [path, body] of [
+      ['/chat/completions', { model: 'json-1', messages }],
+      ['/embeddings', { model: 'json-1', input: 'x' }],
+    ] as const) {
+      delete written.json;
+      const response = await post(path, body);
+      expect(response.status).toBe(502);
+      expect(await response.json()).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_error' } });
+      await expect.poll(() => written.json).toBeLessThan(HUGE / 4);
+    }
+  });
+});
