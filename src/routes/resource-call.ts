@@ -3,8 +3,8 @@ import type { AppContext } from '../app-context.js';
 import type { ModelEndpointName } from '../config/schema.js';
 import { modelNotFound, upstreamError } from '../http/errors.js';
 import type { RegisteredModel, Target } from '../upstream/model-registry.js';
-import { readBody, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../upstream/upstream-call.js';
-import { ClientGone, mapUpstreamFailure } from '../upstream/upstream-errors.js';
+import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../upstream/upstream-call.js';
+import { ClientGone } from '../upstream/upstream-errors.js';
 
 const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
 
@@ -54,28 +54,15 @@ export async function callResource(
 }
 
 /** The whole upstream reply as bytes (speech audio, transcripts), bounded. */
-export async function readReplyBytes(response: UpstreamResponse, limit = JSON_REPLY_LIMIT): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of response.body) {
-      size += (chunk as Buffer).length;
-      if (size > limit) throw upstreamError('The model backend sent a reply larger than the gateway accepts.');
-      chunks.push(chunk as Buffer);
-    }
-  } catch (error) {
-    throw mapUpstreamFailure(error);
-  }
-  return Buffer.concat(chunks);
+export function readReplyBytes(response: UpstreamResponse, limit = JSON_REPLY_LIMIT): Promise<Buffer> {
+  return readBounded(response.body, limit);
 }
 
 /** The upstream's JSON object reply, or a 502 when it is something else. */
 export async function readReplyJson(response: UpstreamResponse): Promise<Record<string, unknown>> {
-  const text = await readBody(response.body, JSON_REPLY_LIMIT).catch((error: unknown) => {
-    throw mapUpstreamFailure(error);
-  });
+  const bytes = await readBounded(response.body, JSON_REPLY_LIMIT);
   try {
-    const parsed: unknown = JSON.parse(text);
+    const parsed: unknown = JSON.parse(bytes.toString('utf8'));
     if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
   } catch {
     // fall through
