@@ -26,8 +26,6 @@ export function outcomeOf(error: unknown): string {
 /** One model request in progress (chat, completions, embeddings, responses): what every route and path needs. */
 export class ModelCall {
   readonly controller = new AbortController();
-  /** The public model id as a JSON string literal, for rewriting upstream bytes. */
-  readonly publicModelJson: Buffer;
   private finished = false;
 
   constructor(
@@ -40,9 +38,7 @@ export class ModelCall {
     readonly stream: boolean,
     /** false: a stored object is read (its usage was counted when it was created). */
     private readonly options: { metersTokens: boolean } = { metersTokens: true },
-  ) {
-    this.publicModelJson = Buffer.from(JSON.stringify(model.id));
-  }
+  ) {}
 
   upstreamModelOf(target: Target): string {
     return target.kind === 'http' ? target.upstreamModel : this.model.id;

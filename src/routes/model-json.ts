@@ -33,7 +33,7 @@ export async function relayJson(
   const bytes = await readReply(call, response);
   call.observeUpstream(attempt, String(response.status));
   const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY));
-  const out = replaceStringValue(bytes, MODEL_KEY, call.publicModelJson);
+  const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson);
   await options.onReply?.(out);
   call.ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: call.model.id, stream: 'false' }, call.reply.elapsedTime / 1000);
   call.finish({

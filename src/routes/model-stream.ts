@@ -40,7 +40,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
   const relay: SseRelay = new SseRelay({
     operation: call.operation,
     hideUsage: options.hideUsage,
-    publicModel: call.publicModelJson,
+    publicModel: call.model.idJson,
     maxEventBytes: ctx.config.upstream.max_sse_event_bytes,
     onEvent: options.onEvent,
     onFirstByte: () => traffic.timeToFirstByte.observe({ ...labels, stream: 'true' }, reply.elapsedTime / 1000),

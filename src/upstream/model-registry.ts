@@ -29,6 +29,8 @@ export type Target = HttpTarget | EchoTarget;
 
 export interface RegisteredModel {
   id: string;
+  /** The id as a JSON string literal, for rewriting upstream bytes. */
+  idJson: Buffer;
   ownedBy: string;
   endpoints: ModelEndpointName[];
   contextWindow: number | null;
@@ -67,6 +69,7 @@ export class ModelRegistry {
       }
       this.models.set(model.id, {
         id: model.id,
+        idJson: Buffer.from(JSON.stringify(model.id)),
         ownedBy: model.owned_by ?? (model.provider === 'echo' ? 'nova-gateway' : 'organization'),
         endpoints: model.endpoints ?? ['chat'],
         contextWindow: model.context_window ?? null,
