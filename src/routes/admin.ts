@@ -5,22 +5,15 @@ import { isAdminToken } from '../auth/admin-token.js';
 import { envelope, envelopeSchema } from '../http/envelope.js';
 import { invalidAdminToken, resourceNotFound } from '../http/errors.js';
 import { mintId } from '../http/ids.js';
-import { errorResponses, IsoTime, Nullable } from '../http/schemas.js';
+import { errorResponses } from '../http/schemas.js';
 import type { ProjectRecord } from '../store/types.js';
 import { ApiKeyFields, apiKeyView, mintApiKey } from './api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
+import { adminProjectRoutes } from './admin-projects.js';
+import { ProjectFields, ProjectParams } from './admin-project-view.js';
 import { auditEvent } from './audit-event.js';
 
-const RateLimits = Type.Object({ requests_per_minute: Type.Integer(), burst_limit: Type.Integer() });
-const ProjectFields = {
-  name: Type.String(),
-  environment: Nullable(Type.String()),
-  created_at: IsoTime,
-  updated_at: IsoTime,
-  rate_limits: RateLimits,
-};
 const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Type.String() });
-const ProjectParams = Type.Object({ project_id: Type.String({ maxLength: 128 }) });
 
 /** Bootstrap API behind NOVA_ADMIN_TOKEN; not registered at all when the token is unset. */
 export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToken: string }> = async (app, { ctx, adminToken }) => {
@@ -30,6 +23,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     if (!isAdminToken(request.headers.authorization, adminToken)) throw invalidAdminToken();
   });
   await app.register(adminRecordRoutes, { ctx });
+  await app.register(adminProjectRoutes, { ctx });
 
   app.post(
     '/admin/v1/projects',
@@ -109,8 +103,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     },
     async (request) => {
       const { project_id: projectId } = request.params;
-      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
-      return envelope(projectId, { data: await store.audit.list(projectId, request.query.limit ?? 100) });
+      // A deleted project's trail stays readable (its deletion is the newest entry) for the usage retention.
+      const events = await store.audit.list(projectId, request.query.limit ?? 100);
+      if (events.length === 0 && !(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, { data: events });
     },
   );
 };

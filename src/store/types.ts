@@ -46,6 +46,7 @@ export interface KeyPrincipal {
 export type AuditAction =
   | 'project.create'
   | 'project.update'
+  | 'project.delete'
   | 'project.rate_limits.update'
   | 'api_key.create'
   | 'api_key.rotate'
@@ -81,6 +82,17 @@ export interface ProjectStore {
   replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null>;
   /** Changes the given policy fields; the next admission on every replica uses them. */
   updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null>;
+  /** Projects newest first, after the project id `after` (null: from the newest). */
+  list(limit: number, after: string | null): Promise<{ data: ProjectRecord[]; hasMore: boolean }>;
+  /** Live (not revoked) keys of a project. */
+  keyCount(projectId: string): Promise<number>;
+  /**
+   * Deletes a project: its keys stop resolving, and everything it stored goes, except its usage
+   * buckets (they expire with their retention) and its audit trail (kept `retainAuditMs` more, with
+   * the deletion in it). Returns the secret hashes to invalidate on every replica, or null when
+   * there is no such project.
+   */
+  delete(projectId: string, audit: AuditEvent, retainAuditMs: number): Promise<{ secretHashes: string[] } | null>;
 }
 
 export interface ProjectSettings {

@@ -97,6 +97,40 @@ auth:
     expect(expired.json.error.code).toBe('expired_api_key');
   });
 
+  it('deleting a project on one replica stops its keys on the other within a second, and removes its data', async () => {
+    const created = await call(a, 'POST', '/admin/v1/projects', ADMIN_TOKEN, { name: 'doomed' });
+    const projectId: string = created.json.id;
+    const secret: string = created.json.api_key.secret;
+    secrets.push(secret);
+    const second = await call(a, 'POST', `/admin/v1/projects/${projectId}/api-keys`, ADMIN_TOKEN, { name: 'second' });
+    secrets.push(second.json.secret);
+    // Both keys are now in b's cache (30 s TTL): only the invalidation can stop them in time.
+    for (const key of [secret, second.json.secret]) expect((await call(b, 'GET', `/v1/api-keys?project_id=${projectId}`, key)).status).toBe(200);
+    const stored = await call(b, 'POST', '/v1/chat/completions', secret, { model: 'echo-1', messages: [{ role: 'user', content: 'keep me' }], store: true });
+    const conversationId: string = stored.json.conversation_id;
+
+    const read = await call(b, 'GET', `/admin/v1/projects/${projectId}`, ADMIN_TOKEN);
+    expect(read.json).toMatchObject({ id: projectId, name: 'doomed', key_count: 2 });
+    const listed = await call(b, 'GET', '/admin/v1/projects?limit=100', ADMIN_TOKEN);
+    expect(listed.json.data.map((project: { id: string }) => project.id)).toContain(projectId);
+
+    const deleted = await call(a, 'DELETE', `/admin/v1/projects/${projectId}`, ADMIN_TOKEN);
+    expect(deleted.json).toMatchObject({ id: projectId, deleted: true });
+    const startedMs = Date.now();
+    for (const key of [secret, second.json.secret]) {
+      let status = 200;
+      while (status !== 401 && Date.now() - startedMs < 1000) status = (await call(b, 'GET', `/v1/conversations/${conversationId}`, key)).status;
+      expect(status).toBe(401);
+    }
+    expect(Date.now() - startedMs).toBeLessThan(1000);
+    expect((await call(b, 'GET', `/admin/v1/projects/${projectId}`, ADMIN_TOKEN)).status).toBe(404);
+    expect((await call(b, 'DELETE', `/admin/v1/projects/${projectId}`, ADMIN_TOKEN)).status).toBe(404);
+    const after = await call(b, 'GET', '/admin/v1/projects?limit=100', ADMIN_TOKEN);
+    expect(after.json.data.map((project: { id: string }) => project.id)).not.toContain(projectId);
+    const audit = await call(b, 'GET', `/admin/v1/projects/${projectId}/audit`, ADMIN_TOKEN);
+    expect(audit.json.data[0]).toMatchObject({ action: 'project.delete', actor: 'admin' });
+  });
+
   it('never writes a secret or the admin token to a log line', async () => {
     expect(secrets.length).toBeGreaterThanOrEqual(4);
     await Promise.all([a.stop(), b.stop()]);

@@ -88,6 +88,10 @@ export class MemoryConversationStore implements ConversationStore {
     return stored.record.bytes;
   }
 
+  forgetProject(projectId: string): void {
+    for (const key of this.byKey.keys()) if (key.startsWith(`${projectId}/`)) this.byKey.delete(key);
+  }
+
   private live(projectId: string, conversationId: string): StoredConversation | undefined {
     const key = `${projectId}/${conversationId}`;
     const stored = this.byKey.get(key);

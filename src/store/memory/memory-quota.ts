@@ -66,6 +66,10 @@ export class MemoryQuotaStore implements QuotaStore {
     };
   }
 
+  forgetProject(projectId: string): void {
+    this.windows.delete(projectId);
+  }
+
   /** Forgets projects whose window is empty and whose burst allowance is full again. */
   private sweep(now: number, windowMs: number, burstWindowMs: number): void {
     for (const [projectId, state] of this.windows) {

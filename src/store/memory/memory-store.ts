@@ -69,6 +69,23 @@ export class MemoryStore implements Store {
       this.appendAudit(audit);
       return clone(project);
     },
+    list: async (limit, after) => {
+      const ids = [...this.projectsById.keys()].filter((id) => after === null || id < after).sort().reverse();
+      return { data: ids.slice(0, limit).map((id) => clone(this.projectsById.get(id)!)), hasMore: ids.length > limit };
+    },
+    keyCount: async (projectId) => this.keysByProject.get(projectId)?.size ?? 0,
+    delete: async (projectId, audit) => {
+      if (!this.projectsById.delete(projectId)) return null;
+      const secretHashes: string[] = [];
+      for (const stored of this.keysByProject.get(projectId)?.values() ?? []) {
+        secretHashes.push(stored.hash, ...(stored.previousHash ? [stored.previousHash] : []));
+      }
+      secretHashes.forEach((hash) => this.principals.delete(hash));
+      this.keysByProject.delete(projectId);
+      for (const scoped of [this.conversations, this.records, this.responses, this.quota]) scoped.forgetProject(projectId);
+      this.appendAudit(audit);
+      return { secretHashes };
+    },
   };
 
   readonly apiKeys: ApiKeyStore = {

@@ -40,4 +40,8 @@ export class MemoryRecordStore implements RecordStore {
     for (const [name, value] of Object.entries(update.fields ?? {})) encoded.main[`f:${name}`] = JSON.stringify(value);
     return { ok: true, record: decodeRecord(encoded.main, encoded.meta)!, bytesDelta: encodedBytes(encoded) - before };
   }
+
+  forgetProject(projectId: string): void {
+    for (const key of this.records.keys()) if (key.startsWith(`${projectId}\u0000`)) this.records.delete(key);
+  }
 }

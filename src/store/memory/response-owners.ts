@@ -20,4 +20,8 @@ export class MemoryResponseOwnerStore implements ResponseOwnerStore {
   async release(projectId: string, responseId: string): Promise<void> {
     this.owners.delete(`${projectId}/${responseId}`);
   }
+
+  forgetProject(projectId: string): void {
+    for (const key of this.owners.keys()) if (key.startsWith(`${projectId}/`)) this.owners.delete(key);
+  }
 }

@@ -20,6 +20,10 @@ export class KeyNames {
   responseOwner = (projectId: string, responseId: string) => `${this.prefix}:{${projectId}}:resp:${responseId}`;
   record = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}`;
   recordMetadata = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}:meta`;
+  /** Every project's key starts with this (for deleting a project's data). */
+  projectPattern = (projectId: string) => `${this.prefix}:{${projectId}}:*`;
+  /** Project ids, for listing (one key, no hash tag: only single-key commands use it). */
+  projectIndex = () => `${this.prefix}:projects`;
   /** Looked up by the secret's hash alone, before the project is known. */
   secret = (secretHash: string) => `${this.prefix}:secret:${secretHash}`;
   invalidationChannel = () => `${this.prefix}:auth-invalidate`;

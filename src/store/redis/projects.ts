@@ -1,4 +1,5 @@
 import type { AuditEvent, NewKey, ProjectRecord, ProjectSettings, ProjectStore, RateLimitPolicy } from '../types.js';
+import { RedisProjectLifecycle } from './project-lifecycle.js';
 import { RedisProjectSettings } from './project-settings.js';
 import { principalOf } from '../principal.js';
 import type { RedisApiKeyStore } from './api-keys.js';
@@ -9,6 +10,7 @@ import { projectFromHash, projectToHash } from './records.js';
 
 export class RedisProjectStore implements ProjectStore {
   private readonly settings: RedisProjectSettings;
+  private readonly lifecycle: RedisProjectLifecycle;
 
   constructor(
     private readonly redis: RedisClient,
@@ -16,6 +18,19 @@ export class RedisProjectStore implements ProjectStore {
     private readonly apiKeys: RedisApiKeyStore,
   ) {
     this.settings = new RedisProjectSettings(redis, keys);
+    this.lifecycle = new RedisProjectLifecycle(redis, keys, apiKeys);
+  }
+
+  list(limit: number, after: string | null): Promise<{ data: ProjectRecord[]; hasMore: boolean }> {
+    return this.lifecycle.list(limit, after);
+  }
+
+  keyCount(projectId: string): Promise<number> {
+    return this.lifecycle.keyCount(projectId);
+  }
+
+  delete(projectId: string, audit: AuditEvent, retainAuditMs: number): Promise<{ secretHashes: string[] } | null> {
+    return this.lifecycle.delete(projectId, audit, retainAuditMs);
   }
 
   replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null> {
@@ -31,12 +46,14 @@ export class RedisProjectStore implements ProjectStore {
     multi.hset(this.keys.project(project.id), projectToHash(project));
     this.apiKeys.queueRecord(multi, firstKey, audit);
     await execAll(multi);
+    await guard(this.redis.zadd(this.keys.projectIndex(), 0, project.id));
     try {
       await this.apiKeys.linkSecret(firstKey.secretHash, principalOf(firstKey.record));
     } catch (error) {
       await guard(this.redis.del(this.keys.project(project.id), this.keys.apiKey(project.id, firstKey.record.id), this.keys.apiKeyIndex(project.id))).catch(
         () => undefined,
       );
+      await guard(this.redis.zrem(this.keys.projectIndex(), project.id)).catch(() => undefined);
       throw error;
     }
   }
