@@ -1,0 +1,49 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { randomBase62 } from '../../src/http/ids.js';
+import { FakeOpenAiUpstream, PLAIN_ANSWER, WEATHER_ANSWER } from '../support/fake-openai-upstream.js';
+import { GatewayProcess } from '../support/gateway-process.js';
+
+const run = promisify(execFile);
+const SCRIPT = new URL('./python/openai_client_check.py', import.meta.url).pathname;
+
+/** The official Python openai SDK (installed by .ci/run) against the real process. */
+describe('Python openai SDK against the gateway (real process, real Redis)', () => {
+  let upstream: FakeOpenAiUpstream;
+  let gateway: GatewayProcess;
+
+  beforeAll(async () => {
+    upstream = await FakeOpenAiUpstream.start();
+    gateway = await GatewayProcess.start({
+      env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: `admin-${randomBase62(20)}` },
+      configYaml: `
+models:
+  - id: agent-1
+    upstream: ${upstream.baseUrl}
+    upstream_model: backend/agent
+    endpoints: [chat, completions, embeddings, responses]
+redis:
+  key_prefix: py${randomBase62(8)}
+`,
+    });
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await upstream?.close();
+  });
+
+  it('runs a tool loop with a developer message, streams, embeds, completes and uses responses', async () => {
+    const { secret } = await gateway.createProject({ name: 'python' });
+    const { stdout } = await run('python3', [SCRIPT], { env: { ...process.env, NOVA_BASE_URL: `${gateway.url}/v1`, NOVA_API_KEY: secret }, timeout: 60_000 });
+    const result = JSON.parse(stdout) as Record<string, unknown>;
+    expect(result).toEqual({
+      tool_loop: { call: 'get_weather', answer: WEATHER_ANSWER, model: 'agent-1' },
+      stream: { text: WEATHER_ANSWER, models: ['agent-1'] },
+      embeddings: { vectors: [[0.25, -0.5, 0], [0.25, -0.5, 1]], prompt_tokens: 8 },
+      completion: ' and so on.',
+      responses: { text: PLAIN_ANSWER, model: 'agent-1', streamed: PLAIN_ANSWER, retrieved: true },
+    });
+    expect(upstream.requestsTo('/chat/completions')[0]!.body.messages).toContainEqual({ role: 'developer', content: 'Be brief.' });
+  });
+});
