@@ -1,5 +1,5 @@
 import { invalidParameter } from '../http/errors.js';
-import { addCounts, emptyCounts, HOUR_MS, MINUTE_MS, type UsageCounts, type UsageGranularity, type UsageStore } from '../store/quota-types.js';
+import { addCounts, emptyCounts, HOUR_MS, MINUTE_MS, type UsageCounts, type UsageGranularity, type UsageStore } from '../store/usage-types.js';
 
 export const BUCKET_WIDTHS = { '1m': MINUTE_MS, '1h': HOUR_MS, '1d': 24 * HOUR_MS } as const;
 export type BucketWidth = keyof typeof BUCKET_WIDTHS;

@@ -1,5 +1,6 @@
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { QuotaStore, UsageStore } from './quota-types.js';
+import type { QuotaStore } from './quota-types.js';
+import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
 
@@ -136,7 +137,7 @@ export interface Store {
   readonly audit: AuditStore;
   readonly invalidation: InvalidationBus;
   readonly records: RecordStore;
-  /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts. */
+  /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts and usage-types.ts. */
   readonly quota: QuotaStore;
   readonly usage: UsageStore;
   readonly conversations: ConversationStore;

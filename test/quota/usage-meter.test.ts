@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
-import { MINUTE_MS } from '../../src/store/quota-types.js';
+import { MINUTE_MS } from '../../src/store/usage-types.js';
 import { createRedisClient } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { freePort, RedisProcess } from '../support/redis-server.js';

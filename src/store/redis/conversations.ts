@@ -10,7 +10,8 @@ import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
 /**
- * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index).
+ * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index),
+ * the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires).
  * ARGV: existing (1/0), project id, conversation id, model, now ISO, retention s, bytes, then (id, json) pairs.
  * Appends in order, renews the TTL of all three keys, returns the record (false when a continuation found nothing).
  */
@@ -33,6 +34,13 @@ redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[7])
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('EXPIRE', KEYS[3], ARGV[6])
+-- Redis's own clock, the one its key expiry follows; the usage store frees these bytes by it.
+local time = redis.call('TIME')
+local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6]) * 1000
+redis.call('ZADD', KEYS[4], expires, ARGV[3])
+redis.call('HINCRBY', KEYS[5], ARGV[3], ARGV[7])
+redis.call('EXPIRE', KEYS[4], ARGV[6] + 86400)
+redis.call('EXPIRE', KEYS[5], ARGV[6] + 86400)
 local record = redis.call('HGETALL', KEYS[1])
 table.insert(record, 'ttl_ms')
 table.insert(record, redis.call('PTTL', KEYS[1]))
@@ -79,7 +87,7 @@ export class RedisConversationStore implements ConversationStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAppendConversation', { numberOfKeys: 3, lua: APPEND_SCRIPT });
+    redis.defineCommand('novaAppendConversation', { numberOfKeys: 5, lua: APPEND_SCRIPT });
     redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
     this.redis = redis as Scripted;
   }
@@ -109,6 +117,8 @@ export class RedisConversationStore implements ConversationStore {
     const reply = await guard(
       this.redis.novaAppendConversation(
         ...this.keysOf(append.projectId, append.conversationId),
+        this.keys.usageStorageExpiry(append.projectId),
+        this.keys.usageStorageSizes(append.projectId),
         append.existing ? '1' : '0',
         append.projectId,
         append.conversationId,
