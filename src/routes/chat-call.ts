@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { addLogFields } from '../http/access-log.js';
 import type { AppContext } from '../app-context.js';
+import { costOf } from '../quota/cost.js';
 import type { ChatBody } from '../upstream/chat-body.js';
 import type { RegisteredModel, Target } from '../upstream/model-registry.js';
 import type { Attempt, FallbackEvents } from '../upstream/upstream-call.js';
@@ -69,6 +70,7 @@ export class ChatCall {
       model: model.id,
       promptTokens: result.promptTokens,
       completionTokens: result.completionTokens,
+      cost: costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens),
       storageBytesDelta: result.storageBytes,
     });
     const traffic = ctx.metrics.modelTraffic;

@@ -102,7 +102,7 @@ export function normalizeCost(counts: UsageCounts): UsageCounts {
 }
 
 /** The cost in dollars: exact sums, one rounding at the end. */
-export const costOf = (counts: UsageCounts): number => counts.costMicros / 1e6 + counts.costAtto / 1e18;
+export const dollarsOf = (counts: UsageCounts): number => counts.costMicros / 1e6 + counts.costAtto / 1e18;
 
 /** A dollar amount as the fixed-point parts (exact to the double's own precision). */
 export function costParts(dollars: number): Pick<UsageCounts, 'costMicros' | 'costAtto'> {
