@@ -11,6 +11,7 @@ import type { Store } from '../../src/store/types.js';
 import { HOUR_MS, type UsageStore } from '../../src/store/usage-types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS, type QuotaStoreKind } from '../support/quota-stores.js';
 import { RedisCluster } from '../support/redis-cluster.js';
+import type { UsageAnswer, UsageGroupRow } from '../support/usage-answer.js';
 
 const RETENTION = { minuteMs: 48 * HOUR_MS, hourMs: 400 * 24 * HOUR_MS, dedupMs: 86_400_000 };
 const WIDEST = { startTime: '0001-01-01T00:00:00Z', endTime: '9999-12-31T23:59:59Z' };
@@ -20,7 +21,7 @@ function meterOn(store: UsageStore, metrics = new Metrics({ defaultMetrics: fals
 }
 
 const read = (store: UsageStore, projectId: string, query: Parameters<typeof readUsage>[2]) =>
-  readUsage(store, projectId, query, Date.now(), RETENTION) as Promise<Record<string, any>>;
+  readUsage(store, projectId, query, Date.now(), RETENTION) as unknown as Promise<UsageAnswer>;
 
 describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
   let cluster: RedisCluster | undefined;
@@ -66,15 +67,15 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
 
     for (const groupBy of ['model', 'api_key'] as const) {
       const grouped = await read(store.usage, projectId, { groupBy, bucketWidth: '1m' });
-      const groups = grouped.groups as Record<string, any>[];
-      const sum = (pick: (row: Record<string, any>) => number) => groups.reduce((acc, row) => acc + pick(row), 0);
+      const groups = grouped.groups!;
+      const sum = (pick: (row: UsageGroupRow) => number) => groups.reduce((acc, row) => acc + pick(row), 0);
       expect(sum((row) => row.requests)).toBe(total.requests);
       expect(sum((row) => row.tokens.prompt)).toBe(total.tokens.prompt);
       expect(sum((row) => row.tokens.completion)).toBe(total.tokens.completion);
       expect(Math.abs(sum((row) => row.cost) - total.cost) / total.cost).toBeLessThan(1e-12);
       // Every plotted bucket's groups add up to the bucket.
-      for (const bucket of grouped.buckets as Record<string, any>[]) {
-        expect((bucket.groups as { requests: number }[]).reduce((acc, row) => acc + row.requests, 0)).toBe(bucket.requests);
+      for (const bucket of grouped.buckets!) {
+        expect(bucket.groups!.reduce((acc, row) => acc + row.requests, 0)).toBe(bucket.requests);
       }
       if (groupBy === 'model') {
         expect(groups.map((row) => row.model)).toEqual(['claude/c', 'gpt-a', 'gpt-b', null]);

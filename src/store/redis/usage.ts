@@ -39,52 +39,57 @@ end
 /**
  * Applies one part of a usage batch of one project, once: the part's id is claimed with
  * SET NX in the same script as the increments, so a retry after a lost reply is a no-op.
- * Each granularity (m, h) and dimension (all, model, api_key) is one hash of fields
- * `<bucket start>|<group>|<measure>` plus a zset index of the buckets (member `<start>|<group>`,
- * score start): a window is one ZRANGEBYSCORE and its HMGETs, whatever its width. Buckets past
- * retention leave the index and the hash here (a bounded number per call); the keys themselves
- * expire after the retention of their newest bucket. Values arrive as decimal strings and go
- * to HINCRBY as such (int64 in Redis, never a Lua double), cost included (fixed point: `cu`
- * micro-dollars and `ca` 1e-18 dollars, carried into `cu` when it reaches 1e12).
+ * Each granularity (m, h) and dimension (all, model, api_key) is one hash, a field per
+ * bucket (`<start>|<group>` -> `r,pt,ct,img,aud,cu,ca`), plus a zset index of the fields by
+ * start: any window is one ZRANGEBYSCORE and HMGETs of what it finds. The sums are integers
+ * below 2^53 (the meter's caps keep them there), so Lua's doubles add them exactly; cost is
+ * fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
+ * past retention leave the hash and index here (a bounded number per call); the keys expire
+ * after the retention of their newest bucket.
  * KEYS: storage total, part marker, expiry index, sizes, then for m then h, for all, model, api_key: hash, index.
  * ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h,
  *       then per entry: dimension (1-3), group, minute start, hour start, r, pt, ct, img, aud, cu, ca.
  * Returns the storage total.
  */
 const APPLY_SCRIPT = `${RECONCILE_LUA}
-local fields = {'r', 'pt', 'ct', 'img', 'aud', 'cu', 'ca'}
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
   local touched = {}
   for a = 7, #ARGV, ${ENTRY_ARGS} do
     local dimension = tonumber(ARGV[a])
     for g = 0, 1 do
-      local hash = KEYS[5 + (g * 3 + dimension - 1) * 2]
-      local index = KEYS[6 + (g * 3 + dimension - 1) * 2]
+      local slot = g * 3 + dimension
+      local hash = KEYS[3 + slot * 2]
       local start = ARGV[a + 2 + g]
       local member = start .. '|' .. ARGV[a + 1]
-      for f = 1, 7 do
-        local value = ARGV[a + 3 + f]
-        if value ~= '0' then
-          local now = redis.call('HINCRBY', hash, member .. '|' .. fields[f], value)
-          if f == 7 and now >= 1e12 then
-            local carry = math.floor(now / 1e12)
-            redis.call('HINCRBY', hash, member .. '|ca', string.format('%d', -carry * 1e12))
-            redis.call('HINCRBY', hash, member .. '|cu', string.format('%d', carry))
-          end
+      local sums = {0, 0, 0, 0, 0, 0, 0}
+      local old = redis.call('HGET', hash, member)
+      if old then
+        local f = 1
+        for value in string.gmatch(old, '[^,]+') do
+          sums[f] = tonumber(value)
+          f = f + 1
         end
       end
-      redis.call('ZADD', index, start, member)
-      touched[g * 3 + dimension] = true
+      for f = 1, 7 do sums[f] = sums[f] + tonumber(ARGV[a + 3 + f]) end
+      if sums[7] >= 1e12 then
+        local carry = math.floor(sums[7] / 1e12)
+        sums[6] = sums[6] + carry
+        sums[7] = sums[7] - carry * 1e12
+      end
+      for f = 1, 7 do sums[f] = string.format('%.0f', sums[f]) end
+      redis.call('HSET', hash, member, table.concat(sums, ','))
+      redis.call('ZADD', KEYS[4 + slot * 2], start, member)
+      touched[slot] = true
     end
   end
   for slot, _ in pairs(touched) do
     local g = math.floor((slot - 1) / 3)
-    local hash = KEYS[5 + (slot - 1) * 2]
-    local index = KEYS[6 + (slot - 1) * 2]
+    local hash = KEYS[3 + slot * 2]
+    local index = KEYS[4 + slot * 2]
     local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. ARGV[3 + g], 'LIMIT', 0, ${PRUNE_LIMIT})
-    for _, member in ipairs(old) do
-      for f = 1, 7 do redis.call('HDEL', hash, member .. '|' .. fields[f]) end
-      redis.call('ZREM', index, member)
+    if #old > 0 then
+      redis.call('HDEL', hash, unpack(old))
+      redis.call('ZREM', index, unpack(old))
     end
     redis.call('PEXPIRE', hash, ARGV[5 + g])
     redis.call('PEXPIRE', index, ARGV[5 + g])
@@ -96,15 +101,17 @@ reconcile(KEYS[1], KEYS[3], KEYS[4], ${PRUNE_LIMIT})
 return tonumber(redis.call('GET', KEYS[1]) or '0')
 `;
 
-/** KEYS: hash, index. ARGV: start ms, end ms (excluded). Returns member, r, pt, ct, img, aud, cu, ca per bucket. */
+/** KEYS: hash, index. ARGV: start ms, end ms (excluded). Returns member, measures (`r,pt,…`) per bucket, oldest first. */
 const READ_SCRIPT = `
-local fields = {'r', 'pt', 'ct', 'img', 'aud', 'cu', 'ca'}
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '(' .. ARGV[2])
 local out = {}
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '(' .. ARGV[2])) do
-  local names = {}
-  for f = 1, 7 do names[f] = member .. '|' .. fields[f] end
-  out[#out + 1] = member
-  for _, value in ipairs(redis.call('HMGET', KEYS[1], unpack(names))) do out[#out + 1] = value or '0' end
+for i = 1, #members, 1000 do
+  local chunk = {unpack(members, i, math.min(i + 999, #members))}
+  local values = redis.call('HMGET', KEYS[1], unpack(chunk))
+  for j = 1, #chunk do
+    out[#out + 1] = chunk[j]
+    out[#out + 1] = values[j] or '0,0,0,0,0,0,0'
+  end
 end
 return out
 `;
@@ -202,11 +209,11 @@ export class RedisUsageStore implements UsageStore {
       this.redis.novaReadUsage(this.keys.usageBuckets(projectId, unit, dimension), this.keys.usageBucketIndex(projectId, unit, dimension), startMs, endMs),
     );
     const out: StoredUsageBucket[] = [];
-    for (let i = 0; i < reply.length; i += 8) {
+    for (let i = 0; i < reply.length; i += 2) {
       const member = String(reply[i]);
       const bar = member.indexOf('|');
       const group = member.slice(bar + 1);
-      const [r, pt, ct, img, aud, cu, ca] = reply.slice(i + 1, i + 8).map(Number) as number[];
+      const [r, pt, ct, img, aud, cu, ca] = String(reply[i + 1]).split(',').map(Number) as number[];
       out.push({
         startMs: Number(member.slice(0, bar)),
         group: dimension === 'all' || group === '' ? null : group,
