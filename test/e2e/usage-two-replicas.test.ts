@@ -156,4 +156,17 @@ usage:
     const counter = new RegExp(`nova_usage_cost_dollars_total\\{project_id="${projectId}",gen_ai_request_model="chat-a"\\} ([0-9.e-]+)`).exec(metrics);
     expect(Number(counter?.[1])).toBeCloseTo(rowOf(seen, 'chat-a')!.cost, 12);
   });
+
+  it('refuses to start with a negative price, naming the field', async () => {
+    const started = GatewayProcess.start({
+      env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN },
+      configYaml: `
+models:
+  - id: chat-a
+    upstream: ${chatUpstream.baseUrl()}
+    pricing: { input_per_million: -2.5, output_per_million: 10 }
+`,
+    });
+    await expect(started).rejects.toThrow(/models\[0\]\.pricing\.input_per_million/);
+  });
 });
