@@ -14,6 +14,8 @@ const PRICES = {
   'chat-c': { input: 0.15, output: 0.6 },
   // chat-b's primary fails: the fallback served it, at the fallback's own prices.
   'chat-b': { input: 3.3, output: 13.7 },
+  // Priced by the tokens its upstream reports.
+  painter: { input: 5, output: 40 },
 };
 
 /**
@@ -31,6 +33,7 @@ describe('usage across two replicas', () => {
   beforeAll(async () => {
     chatUpstream = await FakeUpstream.start({ down: { status: 503 }, early: { closeAfterChunks: 2, chunkDelayMs: 10 } });
     media = await FakeResourceUpstream.start();
+    media.behavior.imageUsage = { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 };
     const configYaml = `
 models:
   - id: chat-a
@@ -48,6 +51,7 @@ models:
   - id: painter
     upstream: ${media.baseUrl}
     endpoints: [images]
+    pricing: { input_per_million: ${PRICES.painter.input}, output_per_million: ${PRICES.painter.output} }
   - id: voice
     upstream: ${media.baseUrl}
     endpoints: [audio]
@@ -123,7 +127,7 @@ usage:
       const chatA = rowOf(answer, 'chat-a')!;
       expect(chatA).toMatchObject({ requests: 3, tokens: { prompt: 21, completion: 15, total: 36 } });
       expect(rowOf(answer, 'chat-b')).toMatchObject({ requests: 1, tokens: { prompt: 7, completion: 5 } });
-      expect(rowOf(answer, 'painter')).toMatchObject({ requests: 1, image_generations: 2 });
+      expect(rowOf(answer, 'painter')).toMatchObject({ requests: 1, image_generations: 2, tokens: { prompt: 50, completion: 4160 } });
       expect(rowOf(answer, 'voice')).toMatchObject({ requests: 1, audio_seconds: 4.25 });
       const chatC = rowOf(answer, 'chat-c')!;
       expect(chatC.requests).toBe(1);
@@ -131,15 +135,20 @@ usage:
       // The totals hold everything: the calls, plus the usage reads (requests without a model).
       expect(answer.requests).toBeGreaterThanOrEqual(7);
       expect(answer.requests).toBe(answer.groups!.reduce((sum, row) => sum + row.requests, 0));
-      expect(answer.tokens.prompt).toBe(21 + 7 + chatC.tokens.prompt);
+      expect(answer.tokens.prompt).toBe(21 + 7 + 50 + chatC.tokens.prompt);
       expect(answer.image_generations).toBe(2);
       expect(answer.audio_seconds).toBe(4.25);
       // Cost: per request, priced by the target that served it (chat-b's fallback), streams that ended early included.
       const priced = (model: keyof typeof PRICES, row: UsageGroupRow) =>
         (row.tokens.prompt * PRICES[model].input + row.tokens.completion * PRICES[model].output) / 1e6;
-      const expected = { 'chat-a': priced('chat-a', chatA), 'chat-b': priced('chat-b', rowOf(answer, 'chat-b')!), 'chat-c': priced('chat-c', chatC) };
+      const expected = {
+        'chat-a': priced('chat-a', chatA),
+        'chat-b': priced('chat-b', rowOf(answer, 'chat-b')!),
+        'chat-c': priced('chat-c', chatC),
+        painter: priced('painter', rowOf(answer, 'painter')!),
+      };
       for (const [model, cost] of Object.entries(expected)) expect(Math.abs(rowOf(answer, model)!.cost - cost) / cost).toBeLessThan(1e-9);
-      const total = expected['chat-a'] + expected['chat-b'] + expected['chat-c'];
+      const total = Object.values(expected).reduce((sum, cost) => sum + cost, 0);
       expect(Math.abs(answer.cost - total) / total).toBeLessThan(1e-9);
     }
 
