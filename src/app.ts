@@ -140,6 +140,7 @@ function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics,
       if (error instanceof StoreUnavailableError) metrics.quota.storeErrors.inc({ operation: 'usage_flush' });
       app.log.warn({ err: error }, `${what} failed`);
     },
+    onInvalid: (detail) => app.log.warn(detail, 'usage value refused (counted as 0)'),
   }).start();
   app.addHook('onClose', () => meter.close());
   return meter;

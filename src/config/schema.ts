@@ -18,6 +18,15 @@ const RateLimitPolicy = Type.Object(
   { additionalProperties: false },
 );
 
+/** Dollars per million tokens; what usage `cost` and the cost metric are computed from. */
+const Pricing = Type.Object(
+  {
+    input_per_million: Type.Number({ minimum: 0, maximum: 1_000_000 }),
+    output_per_million: Type.Number({ minimum: 0, maximum: 1_000_000 }),
+  },
+  { additionalProperties: false },
+);
+
 /** A further target of a model, tried in order when the ones before it fail before any byte reached the client. */
 export const FallbackTargetSchema = Type.Object(
   {
@@ -25,6 +34,8 @@ export const FallbackTargetSchema = Type.Object(
     upstream_model: Type.Optional(Type.String({ minLength: 1 })),
     api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+    /** The target's own prices; default: the model's. */
+    pricing: Type.Optional(Pricing),
   },
   { additionalProperties: false },
 );
@@ -42,6 +53,7 @@ export const ModelConfigSchema = Type.Object(
     owned_by: Type.Optional(Type.String({ minLength: 1 })),
     endpoints: Type.Optional(Type.Array(ModelEndpoint, { minItems: 1, uniqueItems: true })),
     fallbacks: Type.Optional(Type.Array(FallbackTargetSchema, { maxItems: 8 })),
+    pricing: Type.Optional(Pricing),
   },
   { additionalProperties: false },
 );
@@ -152,3 +164,4 @@ export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;
+export type PricingConfig = Static<typeof Pricing>;

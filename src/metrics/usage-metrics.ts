@@ -9,6 +9,8 @@ export class UsageMetrics {
   readonly tokens: Counter<string>;
   readonly images: Counter<string>;
   readonly audioSeconds: Counter<string>;
+  readonly cost: Counter<string>;
+  readonly invalidValues: Counter<string>;
   readonly storageBytes: Gauge<string>;
   readonly buffered: Gauge;
   readonly dropped: Counter;
@@ -42,6 +44,18 @@ export class UsageMetrics {
       name: 'nova_usage_audio_seconds_total',
       help: 'Seconds of audio processed.',
       labelNames: [...project, 'gen_ai_request_model'],
+      registers: [registry],
+    });
+    this.cost = new Counter({
+      name: 'nova_usage_cost_dollars_total',
+      help: 'Cost in dollars by model, from the pricing of the target that served each request (models[].pricing, fallbacks[].pricing).',
+      labelNames: [...project, 'gen_ai_request_model'],
+      registers: [registry],
+    });
+    this.invalidValues = new Counter({
+      name: 'nova_usage_invalid_values_total',
+      help: 'Usage values refused by the meter (negative, non-finite, non-integer or above the cap), by field; each counted as 0.',
+      labelNames: ['field'],
       registers: [registry],
     });
     this.storageBytes = new Gauge({

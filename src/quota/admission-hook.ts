@@ -9,10 +9,10 @@ import { rateLimitHeaders } from './rate-limit-headers.js';
  * admitted request counted in usage (buffered, off the request path).
  */
 export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const projectId = request.principal!.projectId;
+  const { projectId, keyId } = request.principal!;
   const decision = await ctx.admission.admit(projectId);
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
   reply.headers(rateLimitHeaders(decision, window, burstWindow));
   if (!decision.allowed) throw rateLimitExceeded(decision.retryAfterMs / 1000);
-  ctx.usage.record({ projectId, requestId: request.id, requests: 1, part: 'request' });
+  ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, requests: 1, part: 'request' });
 }

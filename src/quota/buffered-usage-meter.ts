@@ -1,8 +1,9 @@
 import { randomBase62 } from '../http/ids.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
-import type { UsageEvent, UsageRetention, UsageStore } from '../store/quota-types.js';
+import { costParts, emptyCounts, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { UsageMeter, UsageRecord } from './usage-meter.js';
+import { validUsage } from './usage-validation.js';
 
 const BATCH_SIZE = 500;
 const RECENT_IDS = 10_000;
@@ -16,9 +17,17 @@ export interface BufferedUsageMeterOptions {
   flushIntervalMs: number;
   now?: () => number;
   onError?: (error: unknown, what: string) => void;
+  /** A value of a record that was refused (and counted as 0); never holds a secret. */
+  onInvalid?: (detail: { project_id: string; request_id: string; field: string; value: string }) => void;
 }
 
-const finite = (value: number | undefined) => (value !== undefined && Number.isFinite(value) && value > 0 ? value : 0);
+interface OpenRequest {
+  atMs: number;
+  apiKeyId: string | null;
+  parts: Set<string>;
+  /** Whether the request's count moved to its model already (see attribute). */
+  modelled: boolean;
+}
 
 /**
  * Usage off the request path: record() appends to a bounded in-process buffer and returns;
@@ -33,8 +42,8 @@ export class BufferedUsageMeter implements UsageMeter {
   private readonly replica = randomBase62(10);
   private batches = 0;
   private readonly recent = new Set<string>();
-  /** Requests admitted here (latest admission per id) and the parts they reported. */
-  private readonly open = new Map<string, Set<string>>();
+  /** Requests admitted here (latest admission per id): when, by which key, the parts they reported. */
+  private readonly open = new Map<string, OpenRequest>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private readonly now: () => number;
@@ -55,61 +64,87 @@ export class BufferedUsageMeter implements UsageMeter {
 
   record(usage: UsageRecord): void {
     try {
-      if (!this.accept(usage)) return;
+      const request = this.accept(usage);
+      if (request === false) return;
+      const { metrics } = this.options;
+      const { counts, cost, storageBytesDelta, invalid } = validUsage(usage);
+      for (const { field, value } of invalid) {
+        metrics.invalidValues.inc({ field });
+        this.options.onInvalid?.({ project_id: usage.projectId, request_id: usage.requestId, field, value: String(value).slice(0, 40) });
+      }
+      const atMs = usage.atMs ?? this.now();
       const event: UsageEvent = {
         projectId: usage.projectId,
         eventId: `${usage.requestId}:${usage.part ?? 'usage'}`,
-        atMs: usage.atMs ?? this.now(),
-        counts: {
-          requests: Math.round(finite(usage.requests)),
-          promptTokens: Math.round(finite(usage.promptTokens)),
-          completionTokens: Math.round(finite(usage.completionTokens)),
-          imageGenerations: Math.round(finite(usage.imageGenerations)),
-          audioMs: Math.round(finite(usage.audioSeconds) * 1000),
-        },
-        storageBytesDelta: Number.isFinite(usage.storageBytesDelta) ? Math.round(usage.storageBytesDelta!) : 0,
+        atMs,
+        counts: { ...counts, ...costParts(cost) },
+        storageBytesDelta,
+        model: usage.model ?? null,
+        apiKeyId: usage.apiKeyId ?? request?.apiKeyId ?? null,
       };
-      const { metrics } = this.options;
-      if (this.buffered >= this.options.maxBuffered) {
-        metrics.dropped.inc();
+      const events = [event, ...this.attribute(request, event)];
+      if (this.buffered + events.length > this.options.maxBuffered) {
+        metrics.dropped.inc(events.length);
         return;
       }
-      this.buffer.push(event);
+      this.buffer.push(...events);
       metrics.buffered.set(this.buffered);
-      this.count(event, usage.model ?? 'none');
+      this.count(event, cost);
     } catch (error) {
       this.options.onError?.(error, 'usage record');
     }
   }
 
   /**
+   * Admission counts a request before its route knows the model: under the model dimension
+   * the count moves from "no model" to the model at the first report that names one, at the
+   * admission's time, so every bucket's group sum stays equal to its ungrouped total.
+   */
+  private attribute(request: OpenRequest | undefined, event: UsageEvent): UsageEvent[] {
+    if (!request || request.modelled || event.model === null) return [];
+    request.modelled = true;
+    const moved = (model: string | null, requests: number): UsageEvent => ({
+      ...event,
+      eventId: `${event.eventId}:model`,
+      atMs: request.atMs,
+      counts: { ...emptyCounts(), requests },
+      storageBytesDelta: 0,
+      model,
+      apiKeyId: request.apiKeyId,
+      dimensions: ['model'],
+    });
+    return [moved(event.model, 1), moved(null, -1)];
+  }
+
+  /**
    * Once per request: admission (part "request") is called once per request by
    * construction and always counts; it opens the request for one report per part. A
-   * second report of the same request and part is dropped. Keyed by what the request was
-   * admitted as, so a client that reuses an x-request-id for several requests still has
-   * every one of them counted.
+   * second report of the same request and part is dropped (false). Keyed by what the
+   * request was admitted as, so a client that reuses an x-request-id for several requests
+   * still has every one of them counted. Returns the open request when admitted here.
    */
-  private accept(usage: UsageRecord): boolean {
+  private accept(usage: UsageRecord): OpenRequest | undefined | false {
     const request = `${usage.projectId}:${usage.requestId}`;
     if (usage.part === 'request') {
+      const opened: OpenRequest = { atMs: usage.atMs ?? this.now(), apiKeyId: usage.apiKeyId ?? null, parts: new Set(), modelled: false };
       this.open.delete(request);
-      this.open.set(request, new Set());
+      this.open.set(request, opened);
       if (this.open.size > RECENT_IDS) this.open.delete(this.open.keys().next().value!);
-      return true;
+      return undefined;
     }
     const part = usage.part ?? 'usage';
-    const reported = this.open.get(request);
-    if (reported) {
-      if (reported.has(part)) return false;
-      reported.add(part);
-      return true;
+    const opened = this.open.get(request);
+    if (opened) {
+      if (opened.parts.has(part)) return false;
+      opened.parts.add(part);
+      return opened;
     }
     // Not admitted here (or long ago): fall back to remembering recent reports.
     const id = `${request}:${part}`;
     if (this.recent.has(id)) return false;
     this.recent.add(id);
     if (this.recent.size > RECENT_IDS) this.recent.delete(this.recent.values().next().value!);
-    return true;
+    return undefined;
   }
 
   /** Writes what is buffered; stops at the first store failure (the rest waits for the next tick). */
@@ -145,23 +180,45 @@ export class BufferedUsageMeter implements UsageMeter {
           this.options.onError?.(error, 'usage flush');
           return;
         }
-        // Not the store being away but a bug: retrying would block the buffer forever.
-        metrics.dropped.inc(events.length);
-        this.options.onError?.(error, 'usage flush (batch dropped)');
+        // Not the store being away: the store refused the batch. Each event is written on
+        // its own, so one refused record never takes the others with it.
+        this.options.onError?.(error, 'usage flush (batch refused; writing its records one by one)');
+        if (!(await this.applyEach(id, events))) return;
       }
       this.pending = undefined;
       metrics.buffered.set(this.buffered);
     }
   }
 
-  private count(event: UsageEvent, model: string): void {
+  /** Writes the events of a refused batch one at a time; false when the store went away meanwhile (the batch stays pending). */
+  private async applyEach(id: string, events: UsageEvent[]): Promise<boolean> {
+    const { store, metrics, retention } = this.options;
+    for (const [index, event] of events.entries()) {
+      try {
+        await store.apply(`${id}.${index}`, [event], retention);
+        metrics.flushed.inc();
+      } catch (error) {
+        if (error instanceof StoreUnavailableError) {
+          metrics.flushFailures.inc();
+          return false;
+        }
+        metrics.dropped.inc();
+        this.options.onError?.(error, `usage flush (record ${event.eventId} refused and dropped)`);
+      }
+    }
+    return true;
+  }
+
+  private count(event: UsageEvent, cost: number): void {
     const { metrics } = this.options;
     const { counts, projectId } = event;
+    const model = event.model ?? 'none';
     if (counts.requests) metrics.requests.inc(metrics.project(projectId), counts.requests);
     const labels = (extra: Record<string, string> = {}) => metrics.project(projectId, { gen_ai_request_model: model, ...extra });
     if (counts.promptTokens) metrics.tokens.inc(labels({ type: 'prompt' }), counts.promptTokens);
     if (counts.completionTokens) metrics.tokens.inc(labels({ type: 'completion' }), counts.completionTokens);
     if (counts.imageGenerations) metrics.images.inc(labels(), counts.imageGenerations);
     if (counts.audioMs) metrics.audioSeconds.inc(labels(), counts.audioMs / 1000);
+    if (cost > 0) metrics.cost.inc(labels(), cost);
   }
 }

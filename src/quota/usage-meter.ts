@@ -19,6 +19,10 @@ export interface UsageRecord {
    * Default "usage" (the route's report); "request" is admission's own (set with requests: 1).
    */
   part?: string;
+  /** The API key that made the request (admission sets it; later reports of the request inherit it). */
+  apiKeyId?: string;
+  /** Dollars, computed once at settlement from the pricing of the target that served the request (src/quota/cost.ts). */
+  cost?: number;
   /** When it happened (epoch ms); default: when recorded. */
   atMs?: number;
 }

@@ -9,7 +9,7 @@ import { ApiError, invalidParameter, payloadTooLarge } from '../http/errors.js';
 import { mintId } from '../http/ids.js';
 import { audioDurationSeconds } from '../upstream/audio-duration.js';
 import { principalOf } from './principal-of-request.js';
-import { callResource, modelFor, readReplyBytes, readReplyJson, withoutEnvelopeFields } from './resource-call.js';
+import { callResource, modelFor, readReplyBytes, readReplyJson, resourceUsage, withoutEnvelopeFields } from './resource-call.js';
 import { ErrorResponse, errorResponses, Nullable } from '../http/schemas.js';
 import { RecordTimes } from './record-schemas.js';
 import { newRecord, recordView, registerRecord, updateOwnRecord } from './record-updates.js';
@@ -124,7 +124,7 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
         {},
         now,
       );
-      await registerRecord(ctx, request.id, record, { model: model.id, audioSeconds: duration ?? 0 });
+      await registerRecord(ctx, request.id, record, { model: model.id, audioSeconds: duration ?? 0, ...resourceUsage(transcript, response.target) });
       return { ...withoutEnvelopeFields(transcript), ...recordView(record) } as Static<typeof CreatedTranscriptionView>;
     },
   );

@@ -7,7 +7,7 @@ import { mintId } from '../http/ids.js';
 import { ErrorResponse, errorResponses } from '../http/schemas.js';
 import { principalOf } from './principal-of-request.js';
 import { newRecord, registerRecord } from './record-updates.js';
-import { callResource, modelFor, readReplyJson } from './resource-call.js';
+import { callResource, modelFor, readReplyJson, resourceUsage } from './resource-call.js';
 
 /** What the gateway checks; size, quality, response_format, … pass through. */
 const GenerateBody = Type.Object(
@@ -57,7 +57,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
       const records = items.map((item) =>
         newRecord('asset', projectId, item.asset_id, { asset_kind: 'image', model: model.id, tags: [] }, {}, now),
       );
-      await registerRecord(ctx, request.id, records, { model: model.id, imageGenerations: items.length });
+      await registerRecord(ctx, request.id, records, { model: model.id, imageGenerations: items.length, ...resourceUsage(generated, response.target) });
       return {
         ...generated,
         id: items[0]!.asset_id,

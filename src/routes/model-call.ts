@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { addLogFields } from '../http/access-log.js';
 import { ApiError } from '../http/errors.js';
 import type { AppContext } from '../app-context.js';
+import { costOf } from '../quota/cost.js';
 import type { RegisteredModel, Target } from '../upstream/model-registry.js';
 import type { Operation } from '../upstream/operations.js';
 import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from '../upstream/upstream-call.js';
@@ -111,6 +112,7 @@ export class ModelCall {
       model: model.id,
       promptTokens: result.promptTokens,
       completionTokens: result.completionTokens,
+      cost: costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens),
       storageBytesDelta: result.storageBytes,
     });
     const traffic = ctx.metrics.modelTraffic;

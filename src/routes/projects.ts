@@ -1,23 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import type { AppContext } from '../app-context.js';
 import { envelope, envelopeSchema } from '../http/envelope.js';
 import { projectMismatch, resourceNotFound } from '../http/errors.js';
 import { errorResponses, IsoTime, Nullable, ProjectIdParam } from '../http/schemas.js';
-import { readUsage, type BucketWidth } from '../quota/usage-query.js';
+import { readUsage } from '../quota/usage-query.js';
 import type { ProjectRecord } from '../store/types.js';
 import { auditEvent } from './audit-event.js';
 import { principalOf } from './principal-of-request.js';
+import type { UsageAnswer} from './usage-schemas.js';
+import { UsageAnswerFields, UsageQuerySchema } from './usage-schemas.js';
 
 const ProjectParams = Type.Object({ project_id: ProjectIdParam });
-
-const UsageMeasures = {
-  requests: Type.Integer(),
-  tokens: Type.Object({ prompt: Type.Integer(), completion: Type.Integer(), total: Type.Integer() }),
-  image_generations: Type.Integer(),
-  audio_seconds: Type.Number(),
-};
-const UsageBucket = Type.Object({ start_time: IsoTime, end_time: IsoTime, ...UsageMeasures });
 
 const projectView = (project: ProjectRecord) => ({
   name: project.name,
@@ -107,39 +101,22 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
       schema: {
         summary: 'Usage of [start_time, end_time): requests, tokens, image generations, audio, storage',
         params: ProjectParams,
-        querystring: Type.Object(
-          {
-            start_time: Type.Optional(IsoTime),
-            end_time: Type.Optional(IsoTime),
-            bucket_width: Type.Optional(Type.Union([Type.Literal('1m'), Type.Literal('1h'), Type.Literal('1d')])),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: UsageQuerySchema,
         response: {
-          200: envelopeSchema({
-            start_time: IsoTime,
-            end_time: IsoTime,
-            ...UsageMeasures,
-            storage_bytes: Type.Integer(),
-            granularity: Type.Union([Type.Literal('minute'), Type.Literal('hour')]),
-            bucket_width: Type.Optional(Type.String()),
-            buckets: Type.Optional(Type.Array(UsageBucket)),
-          }),
+          200: envelopeSchema(UsageAnswerFields),
           ...errorResponses,
         },
       },
     },
     async (request) => {
       const projectId = ownProject(request, request.params.project_id);
-      const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth } = request.query;
-      const usage = await readUsage(
-        store.usage,
-        projectId,
-        { startTime, endTime, bucketWidth: bucketWidth as BucketWidth | undefined },
-        now(),
-        ctx.config.usage.minute_retention_hours * 3_600_000,
-      );
-      return envelope(projectId, usage);
+      const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth, group_by: groupBy } = request.query;
+      const usage = await readUsage(store.usage, projectId, { startTime, endTime, bucketWidth, groupBy }, now(), {
+        minuteMs: ctx.config.usage.minute_retention_hours * 3_600_000,
+        hourMs: ctx.config.usage.hour_retention_days * 86_400_000,
+      });
+      // readUsage builds exactly this shape (store/ and quota/ import no HTTP schema).
+      return envelope(projectId, usage as Static<typeof UsageAnswer>);
     },
   );
 };

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../app-context.js';
 import type { ModelEndpointName } from '../config/schema.js';
 import { modelNotFound, upstreamError } from '../http/errors.js';
+import { costOf } from '../quota/cost.js';
 import type { RegisteredModel, Target } from '../upstream/model-registry.js';
 import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../upstream/upstream-call.js';
 import { ClientGone } from '../upstream/upstream-errors.js';
@@ -26,7 +27,7 @@ export async function callResource(
   reply: FastifyReply,
   model: RegisteredModel,
   requestFor: (upstreamModel: string) => TargetRequest,
-): Promise<UpstreamResponse> {
+): Promise<UpstreamResponse & { target: Target }> {
   const controller = new AbortController();
   reply.raw.once('close', () => {
     if (!reply.raw.writableEnded) controller.abort(new ClientGone());
@@ -50,7 +51,23 @@ export async function callResource(
     { gen_ai_request_model: model.id, upstream: attempt.target.label, outcome: String(response.status) },
     (performance.now() - attempt.startedAt) / 1000,
   );
-  return response;
+  // The target that served it: its pricing prices the request.
+  return { ...response, target: attempt.target };
+}
+
+/** The token counts an upstream reported in a resource reply (`usage`, either naming), unchecked: the meter validates them. */
+export function reportedTokens(reply: Record<string, unknown>): { promptTokens?: number; completionTokens?: number } {
+  const usage = reply.usage;
+  if (usage === null || typeof usage !== 'object') return {};
+  const { input_tokens: input, output_tokens: output, prompt_tokens: prompt, completion_tokens: completion } = usage as Record<string, unknown>;
+  const tokens = (value: unknown) => (typeof value === 'number' ? value : undefined);
+  return { promptTokens: tokens(input ?? prompt), completionTokens: tokens(output ?? completion) };
+}
+
+/** What a resource reply cost at the target that served it, with its reported tokens. */
+export function resourceUsage(reply: Record<string, unknown>, target: Target) {
+  const tokens = reportedTokens(reply);
+  return { ...tokens, cost: costOf(target.pricing, tokens.promptTokens ?? 0, tokens.completionTokens ?? 0) };
 }
 
 /** The whole upstream reply as bytes (speech audio, transcripts), bounded. */

@@ -1,6 +1,7 @@
 import type { ResponseOwnerStore } from './response-types.js';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { QuotaStore, UsageStore } from './quota-types.js';
+import type { QuotaStore } from './quota-types.js';
+import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
 
@@ -149,7 +150,7 @@ export interface Store {
   readonly audit: AuditStore;
   readonly invalidation: InvalidationBus;
   readonly records: RecordStore;
-  /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts. */
+  /** Per-project admission (sliding window + burst) and usage buckets: src/store/quota-types.ts and usage-types.ts. */
   readonly quota: QuotaStore;
   readonly usage: UsageStore;
   readonly conversations: ConversationStore;

@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
-import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
+import type { FallbackTargetConfig, ModelConfig, ModelEndpointName, PricingConfig } from '../config/schema.js';
+import type { Pricing } from '../quota/cost.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_MS = 30_000;
@@ -18,11 +19,13 @@ export interface HttpTarget {
   /** The whole Authorization header value, or undefined when the upstream needs no key. */
   authorization: string | undefined;
   timeoutMs: number;
+  pricing: Pricing | null;
 }
 
 export interface EchoTarget {
   kind: 'echo';
   label: 'echo';
+  pricing: Pricing | null;
 }
 
 export type Target = HttpTarget | EchoTarget;
@@ -38,6 +41,9 @@ export interface RegisteredModel {
   /** The primary target first, then the fallbacks in order. */
   targets: Target[];
 }
+
+const pricingOf = (pricing: PricingConfig | undefined): Pricing | null =>
+  pricing ? { inputPerMillion: pricing.input_per_million, outputPerMillion: pricing.output_per_million } : null;
 
 /** The upstream path of a route (`/chat/completions`, `/images/generations`, …) on a target. */
 export function upstreamPath(target: HttpTarget, route: string): string {
@@ -58,12 +64,12 @@ export class ModelRegistry {
     for (const model of models) {
       const targets: Target[] = [];
       if (model.provider === 'echo') {
-        targets.push({ kind: 'echo', label: 'echo' });
+        targets.push({ kind: 'echo', label: 'echo', pricing: pricingOf(model.pricing) });
       } else if (model.upstream !== undefined) {
         targets.push(this.httpTarget({ ...model, upstream: model.upstream }, env));
-        // A fallback inherits what it does not set: the upstream model name and the timeout.
+        // A fallback inherits what it does not set: the upstream model name, the timeout, the pricing.
         for (const fallback of model.fallbacks ?? []) {
-          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms };
+          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms, pricing: model.pricing };
           targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, env));
         }
       }
@@ -103,6 +109,7 @@ export class ModelRegistry {
       upstreamModel: target.upstream_model ?? target.id,
       authorization: key ? `Bearer ${key}` : undefined,
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+      pricing: pricingOf(target.pricing),
     };
   }
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { readProcessSettings } from '../../src/config/env.js';
 import { ConfigError, loadConfigFile, parseConfigText } from '../../src/config/load-config.js';
+import { ModelRegistry } from '../../src/upstream/model-registry.js';
 
 const valid = `
 models:
@@ -43,9 +44,51 @@ describe('config file', () => {
     ['${VAR} substitution', valid.replace('http://127.0.0.1:9/v1', '${UPSTREAM}'), /\$\{VAR\}/],
     ['invalid YAML', 'models: [', /not valid YAML/],
     ['an unknown endpoint', valid.replace('provider: echo', 'provider: echo\n    endpoints: [video]'), /"models\[0\]\.endpoints\[0\]"/],
+    [
+      'a negative price',
+      valid.replace('provider: echo', 'provider: echo\n    pricing: { input_per_million: -1, output_per_million: 1 }'),
+      /"models\[0\]\.pricing\.input_per_million" must be >= 0/,
+    ],
+    [
+      'a price that is not a number',
+      valid.replace('provider: echo', 'provider: echo\n    pricing: { input_per_million: 1, output_per_million: cheap }'),
+      /"models\[0\]\.pricing\.output_per_million" must be number/,
+    ],
+    [
+      'a price given as a string',
+      valid.replace('provider: echo', 'provider: echo\n    pricing: { input_per_million: "2.5", output_per_million: 1 }'),
+      /"models\[0\]\.pricing\.input_per_million" must be number/,
+    ],
+    ['half a price', valid.replace('provider: echo', 'provider: echo\n    pricing: { input_per_million: 1 }'), /"models\[0\]\.pricing\.output_per_million"/],
+    [
+      "a fallback's negative price",
+      valid.replace('api_key_env: LLAMA_KEY', 'fallbacks:\n      - upstream: http://127.0.0.1:9/v1\n        pricing: { input_per_million: 1, output_per_million: -0.5 }'),
+      /"models\[1\]\.fallbacks\[0\]\.pricing\.output_per_million" must be >= 0/,
+    ],
   ])('refuses %s, naming the field', (_name, text, message) => {
     expect(() => parseConfigText(text, {})).toThrow(ConfigError);
     expect(() => parseConfigText(text, {})).toThrow(message);
+  });
+
+  it("gives every target its pricing: the model's, or a fallback's own", () => {
+    const config = parseConfigText(
+      valid.replace(
+        'api_key_env: LLAMA_KEY',
+        'pricing: { input_per_million: 2.5, output_per_million: 10 }\n    fallbacks:\n      - upstream: http://127.0.0.1:8/v1\n      - upstream: http://127.0.0.1:7/v1\n        pricing: { input_per_million: 0, output_per_million: 0.6 }',
+      ).replace('provider: echo', 'provider: echo\n    pricing: { input_per_million: 0.1, output_per_million: 0.2 }'),
+      {},
+    );
+    const registry = new ModelRegistry(config.models);
+    try {
+      expect(registry.get('echo-1')!.targets.map((target) => target.pricing)).toEqual([{ inputPerMillion: 0.1, outputPerMillion: 0.2 }]);
+      expect(registry.get('llama')!.targets.map((target) => target.pricing)).toEqual([
+        { inputPerMillion: 2.5, outputPerMillion: 10 },
+        { inputPerMillion: 2.5, outputPerMillion: 10 },
+        { inputPerMillion: 0, outputPerMillion: 0.6 },
+      ]);
+    } finally {
+      void registry.close();
+    }
   });
 
   it('refuses a missing file with its path', async () => {

@@ -79,7 +79,7 @@ describe('/metrics on the main port (METRICS_PORT=0) and without the project lab
     try {
       const project = await createProject(t.app, { name: 'p', requests_per_minute: 2, burst_limit: 0 });
       expect((await burst([t.app], project, 3)).admitted).toBe(2);
-      t.ctx.usage.record({ projectId: project.projectId, requestId: 'req_x', model: 'echo-1', promptTokens: 4, completionTokens: 6 });
+      t.ctx.usage.record({ projectId: project.projectId, requestId: 'req_x', model: 'echo-1', promptTokens: 4, completionTokens: 6, cost: 0.25 });
       const response = await t.app.inject({ url: '/metrics' });
       expect(response.statusCode).toBe(200);
       const text = response.body;
@@ -87,6 +87,7 @@ describe('/metrics on the main port (METRICS_PORT=0) and without the project lab
       expect(sample(text, 'nova_rate_limit_refusals_total')).toBe(1);
       expect(sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type: 'prompt' })).toBe(4);
       expect(sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type: 'completion' })).toBe(6);
+      expect(sample(text, 'nova_usage_cost_dollars_total', { gen_ai_request_model: 'echo-1' })).toBe(0.25);
       expect(text).not.toContain(project.projectId);
       expect(text).not.toContain('project_id=');
     } finally {

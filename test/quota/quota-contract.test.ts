@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import type { RawGatewayConfig } from '../../src/config/schema.js';
 import type { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
-import { HOUR_MS, MINUTE_MS } from '../../src/store/quota-types.js';
+import { HOUR_MS, MINUTE_MS } from '../../src/store/usage-types.js';
 import type { Store } from '../../src/store/types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS, type QuotaStoreKind } from '../support/quota-stores.js';
 import { burst, hit } from '../support/quota-traffic.js';

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
-import { MINUTE_MS } from '../../src/store/quota-types.js';
+import { MINUTE_MS, type UsageStore } from '../../src/store/usage-types.js';
+import { MemoryUsageStore } from '../../src/store/memory/memory-usage.js';
 import { createRedisClient } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { freePort, RedisProcess } from '../support/redis-server.js';
@@ -53,5 +54,40 @@ describe('buffered usage meter while Redis is away', () => {
     expect(buckets.reduce((sum, bucket) => sum + bucket.counts.requests, 0)).toBe(3);
     expect(await metrics.registry.metrics()).toMatch(/nova_usage_flushed_records_total 3\b/);
     await meter.close();
+  });
+});
+
+describe('buffered usage meter when the store refuses a batch', () => {
+  it('writes the batch record by record, so only the refused record is lost (logged and counted)', async () => {
+    const memory = new MemoryUsageStore();
+    const refusing: UsageStore = {
+      apply: async (batchId, events, retention) => {
+        if (events.some((event) => event.eventId.startsWith('poison'))) throw new Error('ERR value is not an integer or out of range');
+        return memory.apply(batchId, events, retention);
+      },
+      buckets: (...args) => memory.buckets(...args),
+      storageBytes: (projectId) => memory.storageBytes(projectId),
+    };
+    const metrics = new Metrics({ defaultMetrics: false });
+    const errors: string[] = [];
+    const meter = new BufferedUsageMeter({
+      store: refusing,
+      metrics: metrics.usage,
+      retention: { minuteMs: 3_600_000, hourMs: 86_400_000, dedupMs: 86_400_000 },
+      maxBuffered: 1000,
+      flushIntervalMs: 60_000,
+      onError: (_error, what) => errors.push(what),
+    });
+    for (let i = 0; i < 36; i++) meter.record({ projectId: 'proj_iso', requestId: `r${i}`, promptTokens: 3 });
+    meter.record({ projectId: 'proj_iso', requestId: 'poison', promptTokens: 1000 });
+    await meter.close();
+    const now = Date.now();
+    const buckets = await memory.buckets('proj_iso', 'minute', now - 2 * MINUTE_MS, now + MINUTE_MS);
+    expect(buckets.reduce((sum, bucket) => sum + bucket.counts.promptTokens, 0)).toBe(36 * 3);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/nova_usage_dropped_records_total 1\b/);
+    expect(text).toMatch(/nova_usage_flushed_records_total 36\b/);
+    expect(errors.some((what) => what.includes('poison:usage'))).toBe(true);
+    expect(meter.buffered).toBe(0);
   });
 });

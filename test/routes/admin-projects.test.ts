@@ -76,8 +76,8 @@ describe.each(STORE_KINDS)('admin project lifecycle (%s store)', (kind) => {
     if (redis) {
       const left = await redis.keys(`${prefix}:{${project.projectId}}:*`);
       expect(left.length).toBeGreaterThan(0);
-      expect(left.every((key) => key.endsWith(':audit') || key.includes(':usage:'))).toBe(true);
-      expect(left.some((key) => key.endsWith(':usage:storage'))).toBe(false);
+      expect(left.every((key) => key.endsWith(':audit') || key.includes(':usage:m:') || key.includes(':usage:h:'))).toBe(true);
+      expect(left.some((key) => key.includes(':usage:storage'))).toBe(false);
       expect(await redis.pttl(`${prefix}:{${project.projectId}}:audit`)).toBeGreaterThan(0);
     }
   });

@@ -19,6 +19,8 @@ export interface ResourceBehavior {
   status: number;
   /** The fine-tuning job id the fake mints. */
   jobId: string;
+  /** A `usage` object /images/generations reports (token-priced image models do). */
+  imageUsage?: Record<string, number>;
 }
 
 /** A backend with OpenAI's four creation routes: fine-tuning jobs, transcriptions, images, speech. */
@@ -77,7 +79,8 @@ export class FakeResourceUpstream {
     }
     if (path === '/v1/images/generations') {
       const n = Number(recorded.json?.n ?? 1);
-      return send(200, { created: 1_700_000_000, data: Array.from({ length: n }, (_, i) => ({ url: `https://images.example/${i}.png` })) });
+      const data = Array.from({ length: n }, (_, i) => ({ url: `https://images.example/${i}.png` }));
+      return send(200, { created: 1_700_000_000, data, ...(this.behavior.imageUsage ? { usage: this.behavior.imageUsage } : {}) });
     }
     if (path === '/v1/audio/speech') {
       return send(200, silentWav(this.behavior.speechSeconds), 'audio/wav');

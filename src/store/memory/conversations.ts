@@ -22,7 +22,13 @@ export class MemoryConversationStore implements ConversationStore {
   private readonly byKey = new Map<string, StoredConversation>();
   private lastSweepMs = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Told of every write: its bytes and the conversation's new expiry (usage frees the bytes then). */
+    private readonly onStored: (projectId: string, conversationId: string, bytes: number, expiresAtMs: number) => void = () => undefined,
+    /** Told of a deletion: the caller frees the bytes, so expiry must not free them again. */
+    private readonly onDeleted: (projectId: string, conversationId: string) => void = () => undefined,
+  ) {}
 
   async get(projectId: string, conversationId: string): Promise<ConversationRecord | null> {
     const stored = this.live(projectId, conversationId);
@@ -58,6 +64,7 @@ export class MemoryConversationStore implements ConversationStore {
       stored.messages.push(clone(message));
     }
     stored.expiresAtMs = append.nowMs + append.retentionSeconds * 1000;
+    this.onStored(append.projectId, append.conversationId, storedBytes(append.messages), stored.expiresAtMs);
     Object.assign(stored.record, {
       model: append.model,
       updated_at: at,
@@ -85,6 +92,7 @@ export class MemoryConversationStore implements ConversationStore {
     const stored = this.live(projectId, conversationId);
     if (!stored) return null;
     this.byKey.delete(`${projectId}/${conversationId}`);
+    this.onDeleted(projectId, conversationId);
     return stored.record.bytes;
   }
 

@@ -40,7 +40,11 @@ export class MemoryStore implements Store {
   private readonly bus = new EventEmitter();
   readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
   readonly usage = new MemoryUsageStore();
-  readonly conversations = new MemoryConversationStore();
+  readonly conversations = new MemoryConversationStore(
+    Date.now,
+    (projectId, id, bytes, expiresAtMs) => this.usage.trackExpiry(projectId, id, bytes, expiresAtMs),
+    (projectId, id) => this.usage.untrackExpiry(projectId, id),
+  );
   readonly records = new MemoryRecordStore();
   readonly responses = new MemoryResponseOwnerStore();
 

@@ -1,28 +1,34 @@
 import {
   addCounts,
-  aggregateByMinute,
+  aggregateUsage,
   emptyCounts,
   HOUR_MS,
   MINUTE_MS,
+  normalizeCost,
   type StoredUsageBucket,
   type UsageCounts,
+  type UsageDimension,
   type UsageEvent,
   type UsageGranularity,
   type UsageRetention,
   type UsageStore,
-} from '../quota-types.js';
+} from '../usage-types.js';
 
 interface Bucket {
+  startMs: number;
+  group: string | null;
   counts: UsageCounts;
   expiresAt: number;
 }
 
-/** Usage buckets in process memory, with the Redis store's semantics (batch ids and TTLs included). */
+/** Usage buckets in process memory, with the Redis store's semantics (batch ids, retention, storage expiry). */
 export class MemoryUsageStore implements UsageStore {
-  private readonly minute = new Map<string, Bucket>();
-  private readonly hour = new Map<string, Bucket>();
+  /** Per granularity, dimension and project: buckets by `<start>|<group>`. */
+  private readonly buckets_ = new Map<string, Map<string, Bucket>>();
   private readonly seenBatches = new Map<string, number>();
   private readonly storage = new Map<string, number>();
+  /** Per project: stored things that expire, with their size and expiry. */
+  private readonly expiring = new Map<string, Map<string, { bytes: number; expiresAtMs: number }>>();
   private applied = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -33,16 +39,15 @@ export class MemoryUsageStore implements UsageStore {
     const seenUntil = this.seenBatches.get(batchId);
     const fresh = seenUntil === undefined || seenUntil <= now;
     this.seenBatches.set(batchId, now + retention.dedupMs);
-    for (const [projectId, { minutes, storageBytesDelta }] of aggregateByMinute(events)) {
+    for (const [projectId, { entries, storageBytesDelta }] of aggregateUsage(events)) {
       if (fresh) {
-        for (const [minute, counts] of minutes) {
-          this.add(this.minute, projectId, minute, counts, MINUTE_MS + retention.minuteMs);
-          const hour = Math.floor(minute / HOUR_MS) * HOUR_MS;
-          this.add(this.hour, projectId, hour, counts, HOUR_MS + retention.hourMs);
+        for (const { dimension, group, minuteMs, counts } of entries) {
+          this.add('minute', dimension, projectId, minuteMs, group, counts, MINUTE_MS + retention.minuteMs);
+          this.add('hour', dimension, projectId, Math.floor(minuteMs / HOUR_MS) * HOUR_MS, group, counts, HOUR_MS + retention.hourMs);
         }
         if (storageBytesDelta) this.storage.set(projectId, (this.storage.get(projectId) ?? 0) + storageBytesDelta);
       }
-      totals.set(projectId, this.storage.get(projectId) ?? 0);
+      totals.set(projectId, this.reconcile(projectId, now));
     }
     if (++this.applied >= 1000) {
       this.applied = 0;
@@ -51,32 +56,70 @@ export class MemoryUsageStore implements UsageStore {
     return totals;
   }
 
-  async buckets(projectId: string, granularity: UsageGranularity, startMs: number, endMs: number): Promise<StoredUsageBucket[]> {
+  async buckets(
+    projectId: string,
+    granularity: UsageGranularity,
+    startMs: number,
+    endMs: number,
+    dimension: UsageDimension = 'all',
+  ): Promise<StoredUsageBucket[]> {
     const now = this.now();
-    const unit = granularity === 'minute' ? MINUTE_MS : HOUR_MS;
-    const map = granularity === 'minute' ? this.minute : this.hour;
     const out: StoredUsageBucket[] = [];
-    for (let at = Math.ceil(startMs / unit) * unit; at < endMs; at += unit) {
-      const bucket = map.get(`${projectId}:${at}`);
-      if (bucket && bucket.expiresAt > now) out.push({ startMs: at, counts: { ...bucket.counts } });
+    for (const bucket of this.buckets_.get(`${granularity}|${dimension}|${projectId}`)?.values() ?? []) {
+      if (bucket.expiresAt > now && bucket.startMs >= startMs && bucket.startMs < endMs) {
+        out.push({ startMs: bucket.startMs, group: bucket.group, counts: { ...bucket.counts } });
+      }
     }
-    return out;
+    return out.sort((a, b) => a.startMs - b.startMs);
   }
 
   async storageBytes(projectId: string): Promise<number> {
+    return this.reconcile(projectId, this.now());
+  }
+
+  /** A stored thing of `bytes` more that expires at `expiresAtMs` (renewed on every write). */
+  trackExpiry(projectId: string, id: string, bytes: number, expiresAtMs: number): void {
+    let project = this.expiring.get(projectId);
+    if (!project) this.expiring.set(projectId, (project = new Map()));
+    const entry = project.get(id) ?? { bytes: 0, expiresAtMs };
+    project.set(id, { bytes: entry.bytes + bytes, expiresAtMs });
+  }
+
+  untrackExpiry(projectId: string, id: string): void {
+    this.expiring.get(projectId)?.delete(id);
+  }
+
+  private reconcile(projectId: string, now: number): number {
+    const project = this.expiring.get(projectId);
+    for (const [id, entry] of project ?? []) {
+      if (entry.expiresAtMs > now) continue;
+      this.storage.set(projectId, (this.storage.get(projectId) ?? 0) - entry.bytes);
+      project!.delete(id);
+    }
     return this.storage.get(projectId) ?? 0;
   }
 
-  private add(map: Map<string, Bucket>, projectId: string, start: number, counts: UsageCounts, keepMs: number): void {
-    const key = `${projectId}:${start}`;
+  private add(
+    granularity: UsageGranularity,
+    dimension: UsageDimension,
+    projectId: string,
+    startMs: number,
+    group: string | null,
+    counts: UsageCounts,
+    keepMs: number,
+  ): void {
+    const mapKey = `${granularity}|${dimension}|${projectId}`;
+    let map = this.buckets_.get(mapKey);
+    if (!map) this.buckets_.set(mapKey, (map = new Map()));
+    const key = `${startMs}|${group ?? ''}`;
     let bucket = map.get(key);
-    if (!bucket || bucket.expiresAt <= this.now()) map.set(key, (bucket = { counts: emptyCounts(), expiresAt: 0 }));
-    addCounts(bucket.counts, counts);
-    bucket.expiresAt = start + keepMs;
+    if (!bucket || bucket.expiresAt <= this.now()) map.set(key, (bucket = { startMs, group, counts: emptyCounts(), expiresAt: 0 }));
+    normalizeCost(addCounts(bucket.counts, counts));
+    bucket.expiresAt = startMs + keepMs;
   }
 
   private sweep(now: number): void {
-    for (const map of [this.minute, this.hour]) {
+    for (const map of this.buckets_.values()) {
       for (const [key, bucket] of map) if (bucket.expiresAt <= now) map.delete(key);
     }
     for (const [id, until] of this.seenBatches) if (until <= now) this.seenBatches.delete(id);

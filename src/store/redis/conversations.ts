@@ -10,7 +10,8 @@ import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
 /**
- * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index).
+ * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index),
+ * the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires).
  * ARGV: existing (1/0), project id, conversation id, model, now ISO, retention s, bytes, then (id, json) pairs.
  * Appends in order, renews the TTL of all three keys, returns the record (false when a continuation found nothing).
  */
@@ -33,6 +34,13 @@ redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[7])
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('EXPIRE', KEYS[3], ARGV[6])
+-- Redis's own clock, the one its key expiry follows; the usage store frees these bytes by it.
+local time = redis.call('TIME')
+local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6]) * 1000
+redis.call('ZADD', KEYS[4], expires, ARGV[3])
+redis.call('HINCRBY', KEYS[5], ARGV[3], ARGV[7])
+redis.call('EXPIRE', KEYS[4], ARGV[6] + 86400)
+redis.call('EXPIRE', KEYS[5], ARGV[6] + 86400)
 local record = redis.call('HGETALL', KEYS[1])
 table.insert(record, 'ttl_ms')
 table.insert(record, redis.call('PTTL', KEYS[1]))
@@ -53,16 +61,22 @@ table.insert(page, 1, 1)
 return page
 `;
 
-/** KEYS: record, messages, positions. Returns the bytes the conversation held, or false when there was none. */
+/**
+ * KEYS: record, messages, positions, the project's storage expiry index and sizes. ARGV: conversation id.
+ * Returns the bytes the conversation held (which the caller frees now, so expiry must not free them
+ * again), or false when there was none.
+ */
 const DELETE_SCRIPT = `
 local bytes = redis.call('HGET', KEYS[1], 'bytes')
 if not bytes then return false end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return tonumber(bytes)
 `;
 
 type Scripted = RedisClient & {
-  novaDeleteConversation(...keys: string[]): Promise<number | null>;
+  novaDeleteConversation(...args: string[]): Promise<number | null>;
   novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
   novaConversationPage(...args: (string | number)[]): Promise<(string | number)[]>;
 };
@@ -88,9 +102,9 @@ export class RedisConversationStore implements ConversationStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAppendConversation', { numberOfKeys: 3, lua: APPEND_SCRIPT });
+    redis.defineCommand('novaAppendConversation', { numberOfKeys: 5, lua: APPEND_SCRIPT });
     redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
-    redis.defineCommand('novaDeleteConversation', { numberOfKeys: 3, lua: DELETE_SCRIPT });
+    redis.defineCommand('novaDeleteConversation', { numberOfKeys: 5, lua: DELETE_SCRIPT });
     this.redis = redis as Scripted;
   }
 
@@ -119,6 +133,8 @@ export class RedisConversationStore implements ConversationStore {
     const reply = await guard(
       this.redis.novaAppendConversation(
         ...this.keysOf(append.projectId, append.conversationId),
+        this.keys.usageStorageExpiry(append.projectId),
+        this.keys.usageStorageSizes(append.projectId),
         append.existing ? '1' : '0',
         append.projectId,
         append.conversationId,
@@ -143,7 +159,14 @@ export class RedisConversationStore implements ConversationStore {
   }
 
   async delete(projectId: string, conversationId: string): Promise<number | null> {
-    const bytes = await guard(this.redis.novaDeleteConversation(...this.keysOf(projectId, conversationId)));
+    const bytes = await guard(
+      this.redis.novaDeleteConversation(
+        ...this.keysOf(projectId, conversationId),
+        this.keys.usageStorageExpiry(projectId),
+        this.keys.usageStorageSizes(projectId),
+        conversationId,
+      ),
+    );
     return bytes === null ? null : Number(bytes);
   }
 }

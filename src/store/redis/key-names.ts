@@ -14,14 +14,19 @@ export class KeyNames {
   conversationPositions = (projectId: string, conversationId: string) => `${this.prefix}:{${projectId}}:conv:${conversationId}:positions`;
   rateWindow = (projectId: string) => `${this.prefix}:{${projectId}}:rl:window`;
   rateBurst = (projectId: string) => `${this.prefix}:{${projectId}}:rl:burst`;
-  usageBucket = (projectId: string, unit: 'm' | 'h', startMs: number) => `${this.prefix}:{${projectId}}:usage:${unit}:${startMs}`;
+  /** One hash per granularity and dimension holds every bucket (`<start>|<group>|<measure>` fields), indexed by start. */
+  usageBuckets = (projectId: string, unit: 'm' | 'h', dimension: string) => `${this.prefix}:{${projectId}}:usage:${unit}:${dimension}`;
+  usageBucketIndex = (projectId: string, unit: 'm' | 'h', dimension: string) => `${this.prefix}:{${projectId}}:usage:${unit}:${dimension}:idx`;
+  /** Stored things that expire (conversations), by expiry time, and their sizes: freed from storage when they expire. */
+  usageStorageExpiry = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:expiry`;
+  usageStorageSizes = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:sizes`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   usageBatch = (projectId: string, batchId: string) => `${this.prefix}:{${projectId}}:usage:batch:${batchId}`;
   responseOwner = (projectId: string, responseId: string) => `${this.prefix}:{${projectId}}:resp:${responseId}`;
   record = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}`;
   recordMetadata = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}:meta`;
-  /** Every project's key starts with this (for deleting a project's data). */
-  projectPattern = (projectId: string) => `${this.prefix}:{${projectId}}:*`;
+  /** Every key of a project starts with this (for deleting a project's data). */
+  projectKeyPrefix = (projectId: string) => `${this.prefix}:{${projectId}}:`;
   /** Project ids, for listing (one key, no hash tag: only single-key commands use it). */
   projectIndex = () => `${this.prefix}:projects`;
   /** Looked up by the secret's hash alone, before the project is known. */

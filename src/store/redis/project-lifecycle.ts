@@ -43,11 +43,14 @@ export class RedisProjectLifecycle {
     await this.apiKeys.unlinkSecrets(secretHashes);
     await guard(this.redis.zrem(this.keys.projectIndex(), projectId));
     const auditKey = this.keys.audit(projectId);
-    const kept = (key: string) => key === auditKey || (key.includes(':usage:') && !key.endsWith(':usage:storage'));
+    // Usage buckets stay for their retention (they expire by themselves); storage totals do not.
+    const prefix = this.keys.projectKeyPrefix(projectId);
+    const bucketPrefixes = ['usage:m:', 'usage:h:'].map((unit) => `${prefix}${unit}`);
+    const kept = (key: string) => key === auditKey || bucketPrefixes.some((prefix) => key.startsWith(prefix));
     for (const node of this.masters()) {
       let cursor = '0';
       do {
-        const [next, found] = await guard(node.scan(cursor, 'MATCH', this.keys.projectPattern(projectId), 'COUNT', SCAN_BATCH));
+        const [next, found] = await guard(node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', SCAN_BATCH));
         cursor = next;
         const doomed = found.filter((key) => !kept(key));
         if (doomed.length > 0) await guard(node.unlink(...doomed));

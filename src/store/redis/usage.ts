@@ -1,92 +1,194 @@
 import {
-  aggregateByMinute,
+  aggregateUsage,
   HOUR_MS,
   MINUTE_MS,
+  USAGE_DIMENSIONS,
   type StoredUsageBucket,
-  type UsageCounts,
+  type UsageDimension,
   type UsageEvent,
   type UsageGranularity,
   type UsageRetention,
   type UsageStore,
-} from '../quota-types.js';
+} from '../usage-types.js';
 import type { RedisClient } from './connect.js';
-import { execAll, guard } from './guard.js';
+import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
-const FIELDS = ['r', 'pt', 'ct', 'img', 'aud'] as const;
-const MINUTES_PER_CALL = 100;
-const READ_CHUNK = 1000;
+/** Expired buckets and stored things freed per call, so no call's work grows without bound. */
+const PRUNE_LIMIT = 500;
+const ENTRY_ARGS = 11;
+
+/**
+ * Frees the storage of things that expired (conversations): their sizes leave the total.
+ * By Redis's clock, the one key expiry follows. KEYS: storage total, expiry index (zset: id -> expiry ms), sizes (hash: id -> bytes).
+ */
+const RECONCILE_LUA = `
+local function reconcile(total, expiry, sizes, limit)
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(gone) do
+    local bytes = tonumber(redis.call('HGET', sizes, id) or '0')
+    if bytes ~= 0 then redis.call('DECRBY', total, bytes) end
+    redis.call('HDEL', sizes, id)
+    redis.call('ZREM', expiry, id)
+  end
+end
+`;
 
 /**
  * Applies one part of a usage batch of one project, once: the part's id is claimed with
  * SET NX in the same script as the increments, so a retry after a lost reply is a no-op.
- * KEYS: storage total, part marker, then per minute: minute bucket, hour bucket.
- * ARGV: dedup ms, storage delta, then per minute: minute expiry, hour expiry (epoch ms), r, pt, ct, img, aud.
+ * Each granularity (m, h) and dimension (all, model, api_key) is one hash, a field per
+ * bucket (`<start>|<group>` -> `r,pt,ct,img,aud,cu,ca`), plus a zset index of the fields by
+ * start: any window is one ZRANGEBYSCORE and HMGETs of what it finds. The sums are integers
+ * below 2^53 (the meter's caps keep them there), so Lua's doubles add them exactly; cost is
+ * fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
+ * past retention leave the hash and index here (a bounded number per call); the keys expire
+ * after the retention of their newest bucket.
+ * KEYS: storage total, part marker, expiry index, sizes, then for m then h, for all, model, api_key: hash, index.
+ * ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h,
+ *       then per entry: dimension (1-3), group, minute start, hour start, r, pt, ct, img, aud, cu, ca.
  * Returns the storage total.
  */
-const APPLY_SCRIPT = `
-local fields = {'r', 'pt', 'ct', 'img', 'aud'}
+const APPLY_SCRIPT = `${RECONCILE_LUA}
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
-  local n = (#KEYS - 2) / 2
-  for i = 0, n - 1 do
-    local a = 3 + i * 7
-    for b = 0, 1 do
-      local bucket = KEYS[3 + i * 2 + b]
-      for f = 1, 5 do
-        local value = tonumber(ARGV[a + 1 + f])
-        if value ~= 0 then redis.call('HINCRBY', bucket, fields[f], value) end
+  local touched = {}
+  for a = 7, #ARGV, ${ENTRY_ARGS} do
+    local dimension = tonumber(ARGV[a])
+    for g = 0, 1 do
+      local slot = g * 3 + dimension
+      local hash = KEYS[3 + slot * 2]
+      local start = ARGV[a + 2 + g]
+      local member = start .. '|' .. ARGV[a + 1]
+      local sums = {0, 0, 0, 0, 0, 0, 0}
+      local old = redis.call('HGET', hash, member)
+      if old then
+        local f = 1
+        for value in string.gmatch(old, '[^,]+') do
+          sums[f] = tonumber(value)
+          f = f + 1
+        end
       end
-      redis.call('PEXPIREAT', bucket, ARGV[a + b])
+      for f = 1, 7 do sums[f] = sums[f] + tonumber(ARGV[a + 3 + f]) end
+      if sums[7] >= 1e12 then
+        local carry = math.floor(sums[7] / 1e12)
+        sums[6] = sums[6] + carry
+        sums[7] = sums[7] - carry * 1e12
+      end
+      for f = 1, 7 do sums[f] = string.format('%.0f', sums[f]) end
+      redis.call('HSET', hash, member, table.concat(sums, ','))
+      redis.call('ZADD', KEYS[4 + slot * 2], start, member)
+      touched[slot] = true
     end
   end
+  for slot, _ in pairs(touched) do
+    local g = math.floor((slot - 1) / 3)
+    local hash = KEYS[3 + slot * 2]
+    local index = KEYS[4 + slot * 2]
+    local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. ARGV[3 + g], 'LIMIT', 0, ${PRUNE_LIMIT})
+    if #old > 0 then
+      redis.call('HDEL', hash, unpack(old))
+      redis.call('ZREM', index, unpack(old))
+    end
+    redis.call('PEXPIRE', hash, ARGV[5 + g])
+    redis.call('PEXPIRE', index, ARGV[5 + g])
+  end
   local delta = tonumber(ARGV[2])
-  if delta ~= 0 then redis.call('INCRBY', KEYS[1], delta) end
+  if delta ~= 0 then redis.call('INCRBY', KEYS[1], ARGV[2]) end
 end
+reconcile(KEYS[1], KEYS[3], KEYS[4], ${PRUNE_LIMIT})
 return tonumber(redis.call('GET', KEYS[1]) or '0')
 `;
 
-type Scripted = RedisClient & { novaApplyUsage(numberOfKeys: number, ...args: (string | number)[]): Promise<number> };
+/** KEYS: hash, index. ARGV: start ms, end ms (excluded). Returns member, measures (`r,pt,…`) per bucket, oldest first. */
+const READ_SCRIPT = `
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '(' .. ARGV[2])
+local out = {}
+for i = 1, #members, 1000 do
+  local chunk = {unpack(members, i, math.min(i + 999, #members))}
+  local values = redis.call('HMGET', KEYS[1], unpack(chunk))
+  for j = 1, #chunk do
+    out[#out + 1] = chunk[j]
+    out[#out + 1] = values[j] or '0,0,0,0,0,0,0'
+  end
+end
+return out
+`;
 
-const countsFrom = (hash: Record<string, string>): UsageCounts => ({
-  requests: Number(hash.r ?? 0),
-  promptTokens: Number(hash.pt ?? 0),
-  completionTokens: Number(hash.ct ?? 0),
-  imageGenerations: Number(hash.img ?? 0),
-  audioMs: Number(hash.aud ?? 0),
-});
+/** KEYS: storage total, expiry index, sizes. Returns the storage total after freeing what expired. */
+const STORAGE_SCRIPT = `${RECONCILE_LUA}
+reconcile(KEYS[1], KEYS[2], KEYS[3], ${PRUNE_LIMIT})
+return tonumber(redis.call('GET', KEYS[1]) or '0')
+`;
 
-/** Usage buckets: a hash per project and minute, and per project and hour, each with its own TTL. */
+type Scripted = RedisClient & {
+  novaApplyUsage(numberOfKeys: number, ...args: (string | number)[]): Promise<number>;
+  novaReadUsage(hash: string, index: string, startMs: number, endMs: number): Promise<string[]>;
+  novaStorageBytes(total: string, expiry: string, sizes: string): Promise<number>;
+};
+
+const UNITS = { minute: 'm', hour: 'h' } as const;
+/** Entries per script call: bounds one call's work and argument list. */
+const ENTRIES_PER_CALL = 200;
+
+/** Usage buckets in a fixed set of keys per project (see APPLY_SCRIPT). */
 export class RedisUsageStore implements UsageStore {
   private readonly redis: Scripted;
 
   constructor(
     redis: RedisClient,
     private readonly keys: KeyNames,
+    private readonly now: () => number = Date.now,
   ) {
-    // The number of keys varies with the batch, so it is passed on each call.
+    // The number of keys is fixed, but passed on each call like the other scripts' callers do.
     redis.defineCommand('novaApplyUsage', { lua: APPLY_SCRIPT });
+    redis.defineCommand('novaReadUsage', { lua: READ_SCRIPT, numberOfKeys: 2 });
+    redis.defineCommand('novaStorageBytes', { lua: STORAGE_SCRIPT, numberOfKeys: 3 });
     this.redis = redis as Scripted;
+  }
+
+  private bucketKeys(projectId: string): string[] {
+    const keys: string[] = [];
+    for (const unit of ['m', 'h'] as const) {
+      for (const dimension of USAGE_DIMENSIONS) {
+        keys.push(this.keys.usageBuckets(projectId, unit, dimension), this.keys.usageBucketIndex(projectId, unit, dimension));
+      }
+    }
+    return keys;
   }
 
   async apply(batchId: string, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
     const totals = new Map<string, number>();
-    for (const [projectId, { minutes, storageBytesDelta }] of aggregateByMinute(events)) {
-      const entries = [...minutes].sort(([a], [b]) => a - b);
-      for (let part = 0; part * MINUTES_PER_CALL < Math.max(1, entries.length); part++) {
-        const slice = entries.slice(part * MINUTES_PER_CALL, (part + 1) * MINUTES_PER_CALL);
-        const keys = [this.keys.usageStorage(projectId), this.keys.usageBatch(projectId, `${batchId}:${part}`)];
-        const args: (string | number)[] = [Math.max(1, Math.round(retention.dedupMs)), part === 0 ? storageBytesDelta : 0];
-        for (const [minute, counts] of slice) {
-          const hour = Math.floor(minute / HOUR_MS) * HOUR_MS;
-          keys.push(this.keys.usageBucket(projectId, 'm', minute), this.keys.usageBucket(projectId, 'h', hour));
+    const now = this.now();
+    const cutoffMinute = Math.floor(now / MINUTE_MS) * MINUTE_MS - retention.minuteMs;
+    const cutoffHour = Math.floor(now / HOUR_MS) * HOUR_MS - retention.hourMs;
+    for (const [projectId, { entries, storageBytesDelta }] of aggregateUsage(events)) {
+      for (let part = 0; part * ENTRIES_PER_CALL < Math.max(1, entries.length); part++) {
+        const keys = [
+          this.keys.usageStorage(projectId),
+          this.keys.usageBatch(projectId, `${batchId}:${part}`),
+          this.keys.usageStorageExpiry(projectId),
+          this.keys.usageStorageSizes(projectId),
+          ...this.bucketKeys(projectId),
+        ];
+        const args: (string | number)[] = [
+          Math.max(1, Math.round(retention.dedupMs)),
+          part === 0 ? storageBytesDelta : 0,
+          cutoffMinute,
+          cutoffHour,
+          MINUTE_MS + retention.minuteMs,
+          HOUR_MS + retention.hourMs,
+        ];
+        for (const { dimension, group, minuteMs, counts } of entries.slice(part * ENTRIES_PER_CALL, (part + 1) * ENTRIES_PER_CALL)) {
           args.push(
-            minute + MINUTE_MS + retention.minuteMs,
-            hour + HOUR_MS + retention.hourMs,
-            counts.requests,
-            counts.promptTokens,
-            counts.completionTokens,
-            counts.imageGenerations,
-            Math.round(counts.audioMs),
+            USAGE_DIMENSIONS.indexOf(dimension) + 1,
+            group ?? '',
+            String(minuteMs),
+            String(Math.floor(minuteMs / HOUR_MS) * HOUR_MS),
+            ...[counts.requests, counts.promptTokens, counts.completionTokens, counts.imageGenerations, counts.audioMs, counts.costMicros, counts.costAtto].map(
+              (value) => BigInt(value).toString(),
+            ),
           );
         }
         totals.set(projectId, Number(await guard(this.redis.novaApplyUsage(keys.length, ...keys, ...args))));
@@ -95,25 +197,41 @@ export class RedisUsageStore implements UsageStore {
     return totals;
   }
 
-  async buckets(projectId: string, granularity: UsageGranularity, startMs: number, endMs: number): Promise<StoredUsageBucket[]> {
-    const unit = granularity === 'minute' ? MINUTE_MS : HOUR_MS;
-    const starts: number[] = [];
-    for (let at = Math.ceil(startMs / unit) * unit; at < endMs; at += unit) starts.push(at);
+  async buckets(
+    projectId: string,
+    granularity: UsageGranularity,
+    startMs: number,
+    endMs: number,
+    dimension: UsageDimension = 'all',
+  ): Promise<StoredUsageBucket[]> {
+    const unit = UNITS[granularity];
+    const reply = await guard(
+      this.redis.novaReadUsage(this.keys.usageBuckets(projectId, unit, dimension), this.keys.usageBucketIndex(projectId, unit, dimension), startMs, endMs),
+    );
     const out: StoredUsageBucket[] = [];
-    for (let i = 0; i < starts.length; i += READ_CHUNK) {
-      const chunk = starts.slice(i, i + READ_CHUNK);
-      const pipeline = this.redis.pipeline();
-      chunk.forEach((at) => pipeline.hgetall(this.keys.usageBucket(projectId, granularity === 'minute' ? 'm' : 'h', at)));
-      const results = await execAll(pipeline);
-      results.forEach((hash, index) => {
-        const fields = hash as Record<string, string>;
-        if (FIELDS.some((field) => fields[field] !== undefined)) out.push({ startMs: chunk[index]!, counts: countsFrom(fields) });
+    for (let i = 0; i < reply.length; i += 2) {
+      const member = String(reply[i]);
+      const bar = member.indexOf('|');
+      const group = member.slice(bar + 1);
+      const [r, pt, ct, img, aud, cu, ca] = String(reply[i + 1]).split(',').map(Number) as number[];
+      out.push({
+        startMs: Number(member.slice(0, bar)),
+        group: dimension === 'all' || group === '' ? null : group,
+        counts: { requests: r!, promptTokens: pt!, completionTokens: ct!, imageGenerations: img!, audioMs: aud!, costMicros: cu!, costAtto: ca! },
       });
     }
     return out;
   }
 
   async storageBytes(projectId: string): Promise<number> {
-    return Number((await guard(this.redis.get(this.keys.usageStorage(projectId)))) ?? 0);
+    return Number(
+      await guard(
+        this.redis.novaStorageBytes(
+          this.keys.usageStorage(projectId),
+          this.keys.usageStorageExpiry(projectId),
+          this.keys.usageStorageSizes(projectId),
+        ),
+      ),
+    );
   }
 }

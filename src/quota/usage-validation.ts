@@ -1,0 +1,66 @@
+import type { UsageCounts } from '../store/usage-types.js';
+import type { UsageRecord } from './usage-meter.js';
+
+/**
+ * Caps of one request's report: far above anything real, far below what breaks an int64
+ * sum in the store (or a double sum in a reader) over years of buckets.
+ */
+export const USAGE_CAPS = {
+  requests: 1,
+  promptTokens: 1_000_000_000,
+  completionTokens: 1_000_000_000,
+  imageGenerations: 100_000,
+  /** Seconds: 30 days of audio. */
+  audioSeconds: 30 * 86_400,
+  /** Bytes either way: 1 TiB. */
+  storageBytesDelta: 2 ** 40,
+  /** Dollars. */
+  cost: 1_000_000,
+} as const;
+
+export interface InvalidUsageValue {
+  field: keyof typeof USAGE_CAPS;
+  value: unknown;
+}
+
+export interface ValidUsage {
+  counts: Omit<UsageCounts, 'costMicros' | 'costAtto'>;
+  cost: number;
+  storageBytesDelta: number;
+  /** Values refused (each counted as 0; the rest of the record stands). */
+  invalid: InvalidUsageValue[];
+}
+
+/**
+ * The numbers of a record as the store may add them: counts are non-negative integers
+ * under their cap, audio seconds and cost non-negative finite numbers under theirs, the
+ * storage change an integer within its cap either way. Anything else (1e300, NaN, -3, 1.5
+ * tokens, a string) is refused value by value, so one bad number never costs the others.
+ */
+export function validUsage(record: UsageRecord): ValidUsage {
+  const invalid: InvalidUsageValue[] = [];
+  const take = (field: keyof typeof USAGE_CAPS, value: unknown, integer: boolean, signed = false): number => {
+    if (value === undefined || value === null) return 0;
+    const cap = USAGE_CAPS[field];
+    const ok =
+      typeof value === 'number' &&
+      Number.isFinite(value) &&
+      (!integer || Number.isInteger(value)) &&
+      (signed ? Math.abs(value) <= cap : value >= 0 && value <= cap);
+    if (ok) return value;
+    invalid.push({ field, value });
+    return 0;
+  };
+  return {
+    counts: {
+      requests: take('requests', record.requests, true),
+      promptTokens: take('promptTokens', record.promptTokens, true),
+      completionTokens: take('completionTokens', record.completionTokens, true),
+      imageGenerations: take('imageGenerations', record.imageGenerations, true),
+      audioMs: Math.round(take('audioSeconds', record.audioSeconds, false) * 1000),
+    },
+    cost: take('cost', record.cost, false),
+    storageBytesDelta: take('storageBytesDelta', record.storageBytesDelta, true, true),
+    invalid,
+  };
+}

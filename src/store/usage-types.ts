@@ -1,0 +1,139 @@
+/** The usage part of the Store (DESIGN.md section 7): bucketed measures per project, model and key. */
+
+export const MINUTE_MS = 60_000;
+export const HOUR_MS = 3_600_000;
+
+/** Cost is kept as an exact fixed-point sum: whole micro-dollars plus the rest in 1e-18 dollars. */
+export const ATTO_PER_MICRO = 1_000_000_000_000;
+
+/** The measures a usage bucket holds (storage is a running total, not bucketed). All integers. */
+export interface UsageCounts {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  imageGenerations: number;
+  audioMs: number;
+  /** Whole micro-dollars of cost. */
+  costMicros: number;
+  /** The rest of the cost in 1e-18 dollars (below ATTO_PER_MICRO per event; sums may exceed it). */
+  costAtto: number;
+}
+
+/** How a bucket is split: not at all, per public model id, per API key id. */
+export type UsageDimension = 'all' | 'model' | 'api_key';
+export const USAGE_DIMENSIONS: readonly UsageDimension[] = ['all', 'model', 'api_key'];
+
+/** One usage increment (one request's admission, or what the request consumed). */
+export interface UsageEvent {
+  projectId: string;
+  /** `<request id>:<part>`: the meter drops a second record of the same id. */
+  eventId: string;
+  atMs: number;
+  counts: UsageCounts;
+  storageBytesDelta: number;
+  model: string | null;
+  apiKeyId: string | null;
+  /** The dimensions the event counts in (default all three): a request moved to its model counts only in 'model'. */
+  dimensions?: readonly UsageDimension[];
+}
+
+export interface UsageRetention {
+  minuteMs: number;
+  hourMs: number;
+  /** How long a batch id is remembered, so a retried batch cannot count twice. */
+  dedupMs: number;
+}
+
+export type UsageGranularity = 'minute' | 'hour';
+
+export interface StoredUsageBucket {
+  startMs: number;
+  /** The model or key id of a split bucket; null for the whole project, or for usage without one. */
+  group: string | null;
+  counts: UsageCounts;
+}
+
+export interface UsageStore {
+  /**
+   * Applies a batch at most once per batch id (within dedupMs): a batch whose first
+   * attempt timed out, but may have run, is retried with the same id and the same
+   * events and does not count twice. Returns the projects' storage totals.
+   */
+  apply(batchId: string, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>>;
+  /**
+   * Non-empty buckets of the granularity and dimension whose start lies in [startMs, endMs),
+   * oldest first: a fixed number of store commands whatever the window (the work grows
+   * with the buckets that exist in it, which retention bounds).
+   */
+  buckets(projectId: string, granularity: UsageGranularity, startMs: number, endMs: number, dimension?: UsageDimension): Promise<StoredUsageBucket[]>;
+  /** What the project stores now, after freeing what expired (see trackExpiry). */
+  storageBytes(projectId: string): Promise<number>;
+}
+
+export const emptyCounts = (): UsageCounts => ({
+  requests: 0,
+  promptTokens: 0,
+  completionTokens: 0,
+  imageGenerations: 0,
+  audioMs: 0,
+  costMicros: 0,
+  costAtto: 0,
+});
+
+export function addCounts(into: UsageCounts, from: UsageCounts): UsageCounts {
+  into.requests += from.requests;
+  into.promptTokens += from.promptTokens;
+  into.completionTokens += from.completionTokens;
+  into.imageGenerations += from.imageGenerations;
+  into.audioMs += from.audioMs;
+  into.costMicros += from.costMicros;
+  into.costAtto += from.costAtto;
+  return into;
+}
+
+/** Moves whole micro-dollars out of costAtto, so the sums stay far below 2^53. */
+export function normalizeCost(counts: UsageCounts): UsageCounts {
+  if (counts.costAtto >= ATTO_PER_MICRO) {
+    const carry = Math.floor(counts.costAtto / ATTO_PER_MICRO);
+    counts.costMicros += carry;
+    counts.costAtto -= carry * ATTO_PER_MICRO;
+  }
+  return counts;
+}
+
+/** The cost in dollars: exact sums, one rounding at the end. */
+export const dollarsOf = (counts: UsageCounts): number => counts.costMicros / 1e6 + counts.costAtto / 1e18;
+
+/** A dollar amount as the fixed-point parts (exact to the double's own precision). */
+export function costParts(dollars: number): Pick<UsageCounts, 'costMicros' | 'costAtto'> {
+  if (!(dollars > 0)) return { costMicros: 0, costAtto: 0 };
+  const atto = BigInt(Math.round(dollars * 1e18));
+  const micros = atto / BigInt(ATTO_PER_MICRO);
+  return { costMicros: Number(micros), costAtto: Number(atto - micros * BigInt(ATTO_PER_MICRO)) };
+}
+
+export interface AggregatedUsage {
+  dimension: UsageDimension;
+  group: string | null;
+  minuteMs: number;
+  counts: UsageCounts;
+}
+
+/** Sums a batch's events per project, dimension, group and minute: what a batch writes. */
+export function aggregateUsage(events: UsageEvent[]): Map<string, { entries: AggregatedUsage[]; storageBytesDelta: number }> {
+  const out = new Map<string, { entries: Map<string, AggregatedUsage>; storageBytesDelta: number }>();
+  for (const event of events) {
+    let project = out.get(event.projectId);
+    if (!project) out.set(event.projectId, (project = { entries: new Map(), storageBytesDelta: 0 }));
+    project.storageBytesDelta += event.storageBytesDelta;
+    const minuteMs = Math.floor(event.atMs / MINUTE_MS) * MINUTE_MS;
+    for (const dimension of event.dimensions ?? USAGE_DIMENSIONS) {
+      const group = dimension === 'model' ? event.model : dimension === 'api_key' ? event.apiKeyId : null;
+      const id = `${dimension}|${minuteMs}|${group ?? ''}`;
+      let entry = project.entries.get(id);
+      if (!entry) project.entries.set(id, (entry = { dimension, group, minuteMs, counts: emptyCounts() }));
+      normalizeCost(addCounts(entry.counts, event.counts));
+    }
+  }
+  return new Map([...out].map(([projectId, { entries, storageBytesDelta }]) => [projectId, { entries: [...entries.values()], storageBytesDelta }]));
+}

@@ -1,0 +1,175 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { randomBase62 } from '../../src/http/ids.js';
+import { Metrics } from '../../src/metrics/metrics.js';
+import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
+import { costOf } from '../../src/quota/cost.js';
+import { readUsage } from '../../src/quota/usage-query.js';
+import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
+import type { Store } from '../../src/store/types.js';
+import { HOUR_MS, type UsageStore } from '../../src/store/usage-types.js';
+import { createQuotaStore, QUOTA_STORE_KINDS, type QuotaStoreKind } from '../support/quota-stores.js';
+import { RedisCluster } from '../support/redis-cluster.js';
+import type { UsageAnswer, UsageGroupRow } from '../support/usage-answer.js';
+
+const RETENTION = { minuteMs: 48 * HOUR_MS, hourMs: 400 * 24 * HOUR_MS, dedupMs: 86_400_000 };
+const WIDEST = { startTime: '0001-01-01T00:00:00Z', endTime: '9999-12-31T23:59:59Z' };
+
+function meterOn(store: UsageStore, metrics = new Metrics({ defaultMetrics: false }), errors: string[] = []) {
+  return new BufferedUsageMeter({ store, metrics: metrics.usage, retention: RETENTION, maxBuffered: 100_000, flushIntervalMs: 60_000, onError: (_e, what) => errors.push(what) });
+}
+
+const read = (store: UsageStore, projectId: string, query: Parameters<typeof readUsage>[2]) =>
+  readUsage(store, projectId, query, Date.now(), RETENTION) as unknown as Promise<UsageAnswer>;
+
+describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
+  let cluster: RedisCluster | undefined;
+  let store: Store;
+  beforeAll(async () => {
+    if (kind === 'cluster') cluster = await RedisCluster.start();
+    store = await createQuotaStore(kind, cluster);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await cluster?.stop();
+  });
+
+  it('sums cost exactly, and group_by model and api_key each add up to the ungrouped totals', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const pricing = [
+      { inputPerMillion: 2.5, outputPerMillion: 10 },
+      { inputPerMillion: 0.15, outputPerMillion: 0.6 },
+      { inputPerMillion: 3.333333333, outputPerMillion: 17.77 },
+    ];
+    const models = ['gpt-a', 'gpt-b', 'claude/c'];
+    const keys = ['key_one', 'key_two'];
+    let expectedCost = 0;
+    let expectedPrompt = 0;
+    for (let i = 0; i < 600; i++) {
+      const requestId = `req_${i}`;
+      meter.record({ projectId, requestId, apiKeyId: keys[i % 2], requests: 1, part: 'request' });
+      if (i % 10 === 9) continue; // a request that never reached a model (a management route)
+      const promptTokens = 1 + ((i * 7919) % 4000);
+      const completionTokens = (i * 104_729) % 1500;
+      const cost = costOf(pricing[i % 3], promptTokens, completionTokens);
+      expectedCost += (promptTokens * pricing[i % 3]!.inputPerMillion + completionTokens * pricing[i % 3]!.outputPerMillion) / 1e6;
+      expectedPrompt += promptTokens;
+      meter.record({ projectId, requestId, model: models[i % 3], promptTokens, completionTokens, cost });
+    }
+    await meter.close();
+
+    const total = await read(store.usage, projectId, {});
+    expect(total.requests).toBe(600);
+    expect(total.tokens.prompt).toBe(expectedPrompt);
+    expect(Math.abs(total.cost - expectedCost) / expectedCost).toBeLessThan(1e-9);
+
+    for (const groupBy of ['model', 'api_key'] as const) {
+      const grouped = await read(store.usage, projectId, { groupBy, bucketWidth: '1m' });
+      const groups = grouped.groups!;
+      const sum = (pick: (row: UsageGroupRow) => number) => groups.reduce((acc, row) => acc + pick(row), 0);
+      expect(sum((row) => row.requests)).toBe(total.requests);
+      expect(sum((row) => row.tokens.prompt)).toBe(total.tokens.prompt);
+      expect(sum((row) => row.tokens.completion)).toBe(total.tokens.completion);
+      expect(Math.abs(sum((row) => row.cost) - total.cost) / total.cost).toBeLessThan(1e-12);
+      // Every plotted bucket's groups add up to the bucket.
+      for (const bucket of grouped.buckets!) {
+        expect(bucket.groups!.reduce((acc, row) => acc + row.requests, 0)).toBe(bucket.requests);
+      }
+      if (groupBy === 'model') {
+        expect(groups.map((row) => row.model)).toEqual(['claude/c', 'gpt-a', 'gpt-b', null]);
+        expect(groups.find((row) => row.model === null)!.requests).toBe(60);
+        expect(groups.find((row) => row.model === 'gpt-a')!.requests).toBe(180);
+      } else {
+        expect(groups.map((row) => [row.api_key, row.requests])).toEqual([['key_one', 300], ['key_two', 300]]);
+      }
+    }
+  });
+
+  it('refuses a bad number alone: 1e300 tokens leave the other records of the batch counted, and the refusal is counted', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const metrics = new Metrics({ defaultMetrics: false });
+    const meter = meterOn(store.usage, metrics);
+    for (let i = 0; i < 37; i++) {
+      meter.record({ projectId, requestId: `r${i}`, requests: 1, part: 'request' });
+      meter.record({ projectId, requestId: `r${i}`, model: 'm', promptTokens: i === 5 ? 1e300 : 10, completionTokens: i === 6 ? -4 : 2 });
+    }
+    meter.record({ projectId, requestId: 'r-nan', model: 'm', promptTokens: Number.NaN, completionTokens: 1.5, audioSeconds: Infinity, cost: Number.POSITIVE_INFINITY });
+    await meter.close();
+    const usage = await read(store.usage, projectId, {});
+    expect(usage.requests).toBe(37);
+    expect(usage.tokens.prompt).toBe(36 * 10);
+    expect(usage.tokens.completion).toBe(36 * 2);
+    expect(usage.audio_seconds).toBe(0);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="promptTokens"\} 2\b/);
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="completionTokens"\} 2\b/);
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="audioSeconds"\} 1\b/);
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="cost"\} 1\b/);
+    expect(text).toMatch(/nova_usage_dropped_records_total 0\b/);
+  });
+
+  it('frees the storage of a conversation when it expires', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const message = { id: 'msg_1', role: 'user' as const, content: 'x'.repeat(500), created_at: new Date().toISOString() };
+    const stored = await store.conversations.append({ projectId, conversationId: 'conv_short', model: 'm', existing: false, messages: [message], nowMs: Date.now(), retentionSeconds: 1 });
+    const kept = await store.conversations.append({ projectId, conversationId: 'conv_long', model: 'm', existing: false, messages: [message], nowMs: Date.now(), retentionSeconds: 600 });
+    meter.record({ projectId, requestId: 'w1', storageBytesDelta: stored!.bytes });
+    meter.record({ projectId, requestId: 'w2', storageBytesDelta: kept!.bytes });
+    await meter.close();
+    expect(await store.usage.storageBytes(projectId)).toBe(stored!.bytes + kept!.bytes);
+    await sleep(1300);
+    expect(await store.conversations.get(projectId, 'conv_short')).toBeNull();
+    expect(await store.usage.storageBytes(projectId)).toBe(kept!.bytes);
+  });
+
+  it('frees a deleted conversation once: the deletion, not its expiry later', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const message = { id: 'msg_1', role: 'user' as const, content: 'y'.repeat(300), created_at: new Date().toISOString() };
+    const stored = await store.conversations.append({ projectId, conversationId: 'conv_gone', model: 'm', existing: false, messages: [message], nowMs: Date.now(), retentionSeconds: 1 });
+    meter.record({ projectId, requestId: 'w1', storageBytesDelta: stored!.bytes });
+    const freed = await store.conversations.delete(projectId, 'conv_gone');
+    expect(freed).toBe(stored!.bytes);
+    meter.record({ projectId, requestId: 'd1', storageBytesDelta: -freed! });
+    await meter.close();
+    await sleep(1300);
+    expect(await store.usage.storageBytes(projectId)).toBe(0);
+    expect(await store.conversations.delete(projectId, 'conv_gone')).toBeNull();
+  });
+});
+
+describe('usage reads are bounded', () => {
+  it('reads the widest window in one Redis command per call, whatever the retention holds', async () => {
+    const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
+    await waitUntilReady(client, 5000);
+    const store = new RedisStore(client, `b${randomBase62(8)}`);
+    const projectId = `proj_${randomBase62(12)}`;
+    // A day of minutes with traffic, written as if it had happened.
+    const meter = meterOn(store.usage);
+    const now = Date.now();
+    for (let minute = 0; minute < 24 * 60; minute++) {
+      meter.record({ projectId, requestId: `q${minute}`, requests: 1, part: 'request', atMs: now - minute * 60_000 });
+    }
+    await meter.close();
+    const commands: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = ((command: { name: string }) => {
+      commands.push(command.name);
+      return send(command as never);
+    }) as typeof client.sendCommand;
+    const widest = await read(store.usage, projectId, WIDEST);
+    const day = await read(store.usage, projectId, { startTime: new Date(now - 24 * HOUR_MS + 60_000).toISOString(), bucketWidth: '1h' });
+    expect(widest.granularity).toBe('hour');
+    expect(widest.requests).toBe(24 * 60);
+    expect(day.granularity).toBe('minute');
+    expect(day.requests).toBe(24 * 60);
+    // Two reads, each: one bucket script and one storage script (a script loads once at most).
+    const sent = commands.filter((name) => name !== 'script');
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+    expect(sent.length).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+});

@@ -1,0 +1,30 @@
+/** The usage endpoint's answer as tests read it (README "Usage"). */
+export interface UsageMeasures {
+  requests: number;
+  tokens: { prompt: number; completion: number; total: number };
+  image_generations: number;
+  audio_seconds: number;
+  cost: number;
+}
+
+export interface UsageGroupRow extends UsageMeasures {
+  model?: string | null;
+  api_key?: string | null;
+}
+
+export interface UsageBucketRow extends UsageMeasures {
+  start_time: string;
+  end_time: string;
+  groups?: UsageGroupRow[];
+}
+
+export interface UsageAnswer extends UsageMeasures {
+  start_time: string;
+  end_time: string;
+  storage_bytes: number;
+  granularity: 'minute' | 'hour';
+  group_by?: 'model' | 'api_key';
+  groups?: UsageGroupRow[];
+  bucket_width?: string;
+  buckets?: UsageBucketRow[];
+}
