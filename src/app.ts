@@ -8,6 +8,7 @@ import type { GatewayConfig } from './config/gateway-config.js';
 import { installAccessLog } from './http/access-log.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { shuttingDown } from './http/errors.js';
+import { clientErrorHandler, gatewayServerFactory } from './http/http-server.js';
 import { installJsonParser } from './http/json-body.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
@@ -52,6 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     genReqId: requestIdOf,
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     return503OnClosing: false,
+    serverFactory: gatewayServerFactory(config.server),
+    clientErrorHandler,
   });
 
   const now = deps.now ?? Date.now;
