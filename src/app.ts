@@ -10,6 +10,7 @@ import { installErrorHandling } from './http/error-handler.js';
 import { shuttingDown } from './http/errors.js';
 import { clientErrorHandler, gatewayServerFactory } from './http/http-server.js';
 import { installJsonParser } from './http/json-body.js';
+import { refuseRepeatedAuthorization } from './http/repeated-headers.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
 import { adminRoutes } from './routes/admin.js';
@@ -107,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     if (ctx.lifecycle.draining && !request.url.startsWith('/livez') && !request.url.startsWith('/readyz')) {
       throw shuttingDown();
     }
+    refuseRepeatedAuthorization(request.raw.rawHeaders);
   });
 
   await app.register(swagger, {
