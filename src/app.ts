@@ -94,7 +94,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.addHook('onClose', async () => ctx.models.close());
 
   installValidators(app);
-  installJsonParser(app);
+  installJsonParser(app, config.server.json_max_depth);
   installErrorHandling(app, config.server.body_limit_bytes);
   installMetricsHooks(app, metrics);
   installAccessLog(app);
