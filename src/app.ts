@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import type { AppContext } from './app-context.js';
 import { Authenticator, type AuthEvents } from './auth/authenticator.js';
+import { FailedAttempts } from './auth/failed-attempts.js';
 import { KeyCache } from './auth/key-cache.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import { installAccessLog } from './http/access-log.js';
@@ -61,23 +62,30 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const now = deps.now ?? Date.now;
   const metrics = deps.metrics ?? new Metrics({ defaultMetrics: false, projectLabel: config.metrics.project_label });
   const usage = deps.usage ?? createUsageMeter(config, store, metrics, app);
-  const authenticator = new Authenticator({
-    store,
-    cache: new KeyCache(config.auth.cache_ttl_ms, undefined, now),
-    failedAttempts: store.createLimiter({
+  const onBackgroundError = (error: unknown) => app.log.warn({ err: error }, 'background store write failed');
+  // One allowance per client address for failed API keys and failed admin tokens together.
+  const failedAttempts = new FailedAttempts(
+    store.createLimiter({
       keyPrefix: 'auth-failures',
       points: config.auth.failed_attempts.max,
       durationSeconds: config.auth.failed_attempts.window_seconds,
       blockDurationSeconds: config.auth.failed_attempts.block_seconds,
     }),
+    onBackgroundError,
+  );
+  const authenticator = new Authenticator({
+    store,
+    cache: new KeyCache(config.auth.cache_ttl_ms, undefined, now),
+    failedAttempts,
     events: deps.authEvents ?? metrics.auth.events,
     now,
-    onBackgroundError: (error) => app.log.warn({ err: error }, 'background store write failed'),
+    onBackgroundError,
   });
   const ctx: AppContext = {
     config,
     store,
     authenticator,
+    failedAttempts,
     adminToken: deps.adminToken,
     now,
     lifecycle: { draining: false, inFlight: 0 },
