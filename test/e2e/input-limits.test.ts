@@ -7,6 +7,14 @@ import type { TestProject } from '../support/test-app.js';
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
 const FAILED_ATTEMPTS_MAX = 3;
 
+/** The fields of an answer these tests read: an error, or the record or policy written. */
+interface Answer {
+  error: { type: string; code: string; param?: string; message: string };
+  metadata?: Record<string, string>;
+  duration_seconds?: number;
+  requests_per_minute?: number;
+}
+
 const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
 
 /**
@@ -26,7 +34,7 @@ describe('input limits against the real process', () => {
       headers: text === '' ? { authorization } : { authorization, 'content-type': 'application/json' },
       body: text === '' ? undefined : text,
     });
-    return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
+    return { status: response.status, headers: response.headers, body: (await response.json()) as Answer };
   };
   const admin = (method: string, path: string, text: string) => send(method, path, text, `Bearer ${ADMIN_TOKEN}`);
 
