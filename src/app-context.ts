@@ -1,4 +1,5 @@
 import type { Authenticator } from './auth/authenticator.js';
+import type { FailedAttempts } from './auth/failed-attempts.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Admission } from './quota/admission.js';
@@ -17,6 +18,8 @@ export interface AppContext {
   config: GatewayConfig;
   store: Store;
   authenticator: Authenticator;
+  /** Failed-credential allowance per client address, shared by API keys and the admin token. */
+  failedAttempts: FailedAttempts;
   adminToken: string | undefined;
   now: () => number;
   lifecycle: Lifecycle;

@@ -3,12 +3,15 @@ import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
 import type { AppContext } from './app-context.js';
 import { Authenticator, type AuthEvents } from './auth/authenticator.js';
+import { FailedAttempts } from './auth/failed-attempts.js';
 import { KeyCache } from './auth/key-cache.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import { installAccessLog } from './http/access-log.js';
 import { installErrorHandling } from './http/error-handler.js';
 import { shuttingDown } from './http/errors.js';
+import { clientErrorHandler, gatewayServerFactory } from './http/http-server.js';
 import { installJsonParser } from './http/json-body.js';
+import { refuseRepeatedAuthorization } from './http/repeated-headers.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
 import { adminRoutes } from './routes/admin.js';
@@ -52,28 +55,37 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     genReqId: requestIdOf,
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     return503OnClosing: false,
+    serverFactory: gatewayServerFactory(config.server),
+    clientErrorHandler,
   });
 
   const now = deps.now ?? Date.now;
   const metrics = deps.metrics ?? new Metrics({ defaultMetrics: false, projectLabel: config.metrics.project_label });
   const usage = deps.usage ?? createUsageMeter(config, store, metrics, app);
-  const authenticator = new Authenticator({
-    store,
-    cache: new KeyCache(config.auth.cache_ttl_ms, undefined, now),
-    failedAttempts: store.createLimiter({
+  const onBackgroundError = (error: unknown) => app.log.warn({ err: error }, 'background store write failed');
+  // One allowance per client address for failed API keys and failed admin tokens together.
+  const failedAttempts = new FailedAttempts(
+    store.createLimiter({
       keyPrefix: 'auth-failures',
       points: config.auth.failed_attempts.max,
       durationSeconds: config.auth.failed_attempts.window_seconds,
       blockDurationSeconds: config.auth.failed_attempts.block_seconds,
     }),
+    onBackgroundError,
+  );
+  const authenticator = new Authenticator({
+    store,
+    cache: new KeyCache(config.auth.cache_ttl_ms, undefined, now),
+    failedAttempts,
     events: deps.authEvents ?? metrics.auth.events,
     now,
-    onBackgroundError: (error) => app.log.warn({ err: error }, 'background store write failed'),
+    onBackgroundError,
   });
   const ctx: AppContext = {
     config,
     store,
     authenticator,
+    failedAttempts,
     adminToken: deps.adminToken,
     now,
     lifecycle: { draining: false, inFlight: 0 },
@@ -90,7 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.addHook('onClose', async () => ctx.models.close());
 
   installValidators(app);
-  installJsonParser(app);
+  installJsonParser(app, config.server.json_max_depth);
   installErrorHandling(app, config.server.body_limit_bytes);
   installMetricsHooks(app, metrics);
   installAccessLog(app);
@@ -104,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     if (ctx.lifecycle.draining && !request.url.startsWith('/livez') && !request.url.startsWith('/readyz')) {
       throw shuttingDown();
     }
+    refuseRepeatedAuthorization(request.raw.rawHeaders);
   });
 
   await app.register(swagger, {

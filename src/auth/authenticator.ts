@@ -1,7 +1,7 @@
-import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { expiredApiKey, invalidApiKey, missingApiKey, rateLimitExceeded } from '../http/errors.js';
+import { expiredApiKey, invalidApiKey, missingApiKey } from '../http/errors.js';
 import { StoreUnavailableError, type KeyPrincipal, type Store } from '../store/types.js';
 import { hashSecret, isWellFormedSecret } from './key-format.js';
+import type { FailedAttempts } from './failed-attempts.js';
 import type { KeyCache } from './key-cache.js';
 
 const TOUCH_INTERVAL_MS = 60_000;
@@ -19,8 +19,7 @@ const noEvents: AuthEvents = { cacheHit() {}, cacheMiss() {}, failure() {} };
 export interface AuthenticatorOptions {
   store: Store;
   cache: KeyCache;
-  /** Counts failed attempts per client address; only failures consume points. */
-  failedAttempts: RateLimiterAbstract;
+  failedAttempts: FailedAttempts;
   events?: AuthEvents;
   now?: () => number;
   onBackgroundError?: (error: unknown) => void;
@@ -102,13 +101,10 @@ export class Authenticator {
 
   private async fail(reason: 'malformed' | 'unknown', clientAddress: string): Promise<never> {
     try {
-      await this.options.failedAttempts.consume(clientAddress);
-    } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) {
-        this.events.failure('throttled');
-        throw rateLimitExceeded(rejection.msBeforeNext / 1000, 'Too many failed authentication attempts from this address.');
-      }
-      this.options.onBackgroundError?.(rejection);
+      await this.options.failedAttempts.count(clientAddress);
+    } catch (throttled) {
+      this.events.failure('throttled');
+      throw throttled;
     }
     this.events.failure(reason);
     throw invalidApiKey();

@@ -34,6 +34,14 @@ export function isWellFormedSecret(secret: string): boolean {
 }
 
 /**
+ * Whether text may carry an API key: anything holding the key prefix, in any case, whether
+ * or not the rest is well formed (a key with a typo is still a secret).
+ */
+export function mayHoldSecret(text: string): boolean {
+  return text.toLowerCase().includes(SECRET_PREFIX);
+}
+
+/**
  * The secrets are 190-bit random strings, so a fast hash is as strong as a slow one
  * here, and it keeps a cache miss cheap.
  */

@@ -9,6 +9,16 @@ export interface GatewayConfig {
     audio_upload_limit_bytes: number;
     drain_timeout_ms: number;
     trust_proxy: boolean | string;
+    /** The request line and headers must arrive within this, from the request's first byte. */
+    headers_timeout_ms: number;
+    /** The whole request, body included, must arrive within this, from its first byte. */
+    body_timeout_ms: number;
+    /** An idle keep-alive connection is closed after this. */
+    keep_alive_timeout_ms: number;
+    /** Open connections one client address may hold; 0 = no cap. */
+    max_connections_per_address: number;
+    /** The deepest nesting of arrays and objects a JSON body may have. */
+    json_max_depth: number;
   };
   auth: {
     cache_ttl_ms: number;
@@ -32,6 +42,11 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       audio_upload_limit_bytes: raw.server?.audio_upload_limit_bytes ?? 25 * 1024 * 1024,
       drain_timeout_ms: raw.server?.drain_timeout_ms ?? 30_000,
       trust_proxy: raw.server?.trust_proxy ?? false,
+      headers_timeout_ms: raw.server?.headers_timeout_ms ?? Math.min(10_000, raw.server?.body_timeout_ms ?? 60_000),
+      body_timeout_ms: raw.server?.body_timeout_ms ?? 60_000,
+      keep_alive_timeout_ms: raw.server?.keep_alive_timeout_ms ?? 72_000,
+      max_connections_per_address: raw.server?.max_connections_per_address ?? 1024,
+      json_max_depth: raw.server?.json_max_depth ?? 64,
     },
     auth: {
       cache_ttl_ms: raw.auth?.cache_ttl_ms ?? 10_000,

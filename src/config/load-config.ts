@@ -75,7 +75,11 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
       }
     });
   });
-  return withDefaults(input);
+  const config = withDefaults(input);
+  if (config.server.headers_timeout_ms > config.server.body_timeout_ms) {
+    throw new ConfigError('config field "server.headers_timeout_ms" must not exceed "server.body_timeout_ms" (the headers are part of the request)');
+  }
+  return config;
 }
 
 export function parseConfigText(text: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {

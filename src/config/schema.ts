@@ -71,6 +71,12 @@ export const GatewayConfigSchema = Type.Object(
           audio_upload_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 })),
           drain_timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
           trust_proxy: Type.Optional(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })])),
+          headers_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
+          body_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+          keep_alive_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+          // 0: no cap (a gateway behind a load balancer sees few addresses).
+          max_connections_per_address: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+          json_max_depth: Type.Optional(Type.Integer({ minimum: 2, maximum: 1000 })),
         },
         { additionalProperties: false },
       ),

@@ -65,6 +65,12 @@ export const modelNotFound = (param = 'model') =>
 export const payloadTooLarge = (limitBytes: number) =>
   new ApiError(413, 'invalid_request_error', 'payload_too_large', `Request body exceeds the limit of ${limitBytes} bytes.`);
 
+/** The request (headers or body) did not arrive within server.headers_timeout_ms / body_timeout_ms. */
+export const requestTimeout = () =>
+  new ApiError(408, 'invalid_request_error', 'request_timeout', 'The request did not arrive in time.', undefined, {
+    connection: 'close',
+  });
+
 export const rateLimitExceeded = (retryAfterSeconds: number, message = 'Rate limit exceeded for this project.') =>
   new ApiError(429, 'rate_limit_error', 'rate_limit_exceeded', message, undefined, {
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),

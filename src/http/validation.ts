@@ -14,6 +14,8 @@ function makeAjv(coerceTypes: boolean): Ajv {
     removeAdditional: false,
     allErrors: false,
     strict: false,
+    // JSON.parse reads 1e309 as Infinity: a "number" must be finite.
+    strictNumbers: true,
   });
   addFormats.default(ajv, ['date-time', 'uri']);
   return ajv;
@@ -27,6 +29,9 @@ export function installValidators(app: FastifyInstance): void {
   );
 }
 
+/** The object key a `propertyNames` rule refused, if that is what failed. */
+const propertyNameOf = (error: ErrorObject | FastifySchemaValidationError) => (error as ErrorObject).propertyName;
+
 /** Names a failing field the way clients send it: `messages[0].role`, `limit`. */
 export function paramOf(error: ErrorObject | FastifySchemaValidationError): string | undefined {
   const path = (error.instancePath ?? '')
@@ -36,8 +41,11 @@ export function paramOf(error: ErrorObject | FastifySchemaValidationError): stri
     .join('')
     .replace(/^\./, '');
   const params = error.params as Record<string, unknown>;
+  const key = propertyNameOf(error);
   const child =
-    error.keyword === 'required'
+    key !== undefined
+      ? key
+      : error.keyword === 'required'
       ? (params.missingProperty as string)
       : error.keyword === 'additionalProperties'
         ? (params.additionalProperty as string)
@@ -50,7 +58,14 @@ export function describeValidationError(error: ErrorObject | FastifySchemaValida
   const param = paramOf(error);
   if (error.keyword === 'required') return `Missing required parameter '${param}'.`;
   if (error.keyword === 'additionalProperties') return `Unknown parameter '${param}'.`;
+  const key = propertyNameOf(error);
+  if (key !== undefined) {
+    const reason = error.keyword === 'not' ? 'the name is reserved' : error.message;
+    return `Invalid key '${param}': ${reason}.`;
+  }
   const where = param ? `Invalid value for '${param}'` : 'Invalid request body';
+  const type = (error.params as { type?: string }).type;
+  if (error.keyword === 'type' && (type === 'number' || type === 'integer')) return `${where}: must be a finite ${type}.`;
   if (error.keyword === 'enum') {
     const allowed = (error.params as { allowedValues: unknown[] }).allowedValues;
     return `${where}: must be one of ${allowed.map((value) => JSON.stringify(value)).join(', ')}.`;

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
 import { isAdminToken } from '../auth/admin-token.js';
+import { bearerToken } from '../auth/authenticator.js';
 import { envelope, envelopeSchema } from '../http/envelope.js';
 import { invalidAdminToken, resourceNotFound } from '../http/errors.js';
 import { mintId } from '../http/ids.js';
@@ -20,7 +21,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   const { store, now } = ctx;
 
   app.addHook('onRequest', async (request) => {
-    if (!isAdminToken(request.headers.authorization, adminToken)) throw invalidAdminToken();
+    const { authorization } = request.headers;
+    if (isAdminToken(authorization, adminToken)) return;
+    // Like API keys: a wrong token counts against the address, a missing one does not.
+    if (bearerToken(authorization) !== undefined) await ctx.failedAttempts.count(request.ip);
+    throw invalidAdminToken();
   });
   await app.register(adminRecordRoutes, { ctx });
   await app.register(adminProjectRoutes, { ctx });

@@ -4,7 +4,9 @@ import { UPSTREAM_ID_PATTERN } from '../http/ids.js';
 
 /** The OpenAI metadata convention: at most 16 keys of up to 64 characters, string values up to 512. */
 export const METADATA_MAX_KEYS = 16;
-const MetadataKey = { minLength: 1, maxLength: 64 };
+// Names that mean something to JavaScript objects are refused rather than silently lost.
+const RESERVED_KEYS = ['__proto__', 'constructor', 'prototype'];
+const MetadataKey = { minLength: 1, maxLength: 64, not: { enum: RESERVED_KEYS } };
 const MetadataValue = Type.String({ maxLength: 512 });
 
 export const Metadata = Type.Record(Type.String(), MetadataValue, { propertyNames: MetadataKey, maxProperties: METADATA_MAX_KEYS });

@@ -34,6 +34,21 @@ describe('config file', () => {
     expect(config.auth.cache_ttl_ms).toBe(10_000);
   });
 
+  it('fills the client limits; a shorter body timeout lowers the default headers timeout', () => {
+    const env = { LLAMA_KEY: 'k' };
+    expect(parseConfigText(valid, env).server).toMatchObject({
+      headers_timeout_ms: 10_000,
+      body_timeout_ms: 60_000,
+      keep_alive_timeout_ms: 72_000,
+      max_connections_per_address: 1024,
+      json_max_depth: 64,
+    });
+    expect(parseConfigText(`${valid}server: { body_timeout_ms: 4000 }\n`, env).server.headers_timeout_ms).toBe(4000);
+    expect(() => parseConfigText(`${valid}server: { headers_timeout_ms: 5000, body_timeout_ms: 4000 }\n`, env)).toThrow(
+      /"server\.headers_timeout_ms" must not exceed "server\.body_timeout_ms"/,
+    );
+  });
+
   it.each([
     ['a misspelled field', valid.replace('provider: echo', 'provder: echo'), /"models\[0\]\.provder" is not a known field/],
     ['a wrong type', valid.replace('requests_per_minute: 10', 'requests_per_minute: ten'), /"defaults\.rate_limits\.requests_per_minute"/],

@@ -7,8 +7,10 @@ import { GatewayProcess } from '../support/gateway-process.js';
 
 const run = promisify(execFile);
 const SCRIPT = new URL('./python/openai_client_check.py', import.meta.url).pathname;
+/** .ci/run installs test/python-requirements.txt into a virtualenv and names its python here. */
+const PYTHON = process.env.NOVA_TEST_PYTHON ?? 'python3';
 
-/** The official Python openai SDK (installed by .ci/run) against the real process. */
+/** The official Python openai SDK (test/python-requirements.txt) against the real process. */
 describe('Python openai SDK against the gateway (real process, real Redis)', () => {
   let upstream: FakeOpenAiUpstream;
   let gateway: GatewayProcess;
@@ -35,7 +37,7 @@ redis:
 
   it('runs a tool loop with a developer message, streams, embeds, completes and uses responses', async () => {
     const { secret } = await gateway.createProject({ name: 'python' });
-    const { stdout } = await run('python3', [SCRIPT], { env: { ...process.env, NOVA_BASE_URL: `${gateway.url}/v1`, NOVA_API_KEY: secret }, timeout: 60_000 });
+    const { stdout } = await run(PYTHON, [SCRIPT], { env: { ...process.env, NOVA_BASE_URL: `${gateway.url}/v1`, NOVA_API_KEY: secret }, timeout: 60_000 });
     const result = JSON.parse(stdout) as Record<string, unknown>;
     expect(result).toEqual({
       tool_loop: { call: 'get_weather', answer: WEATHER_ANSWER, model: 'agent-1' },

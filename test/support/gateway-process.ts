@@ -91,6 +91,17 @@ export class GatewayProcess {
     throw new Error(`gateway not ready after ${timeoutMs} ms:\n${this.logs.join('\n')}`);
   }
 
+  /** Waits for a log line (lines are written asynchronously, after the response). */
+  async waitForLog(predicate: (line: string) => boolean, timeoutMs = 5000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const line = this.logs.find(predicate);
+      if (line !== undefined) return line;
+      await sleep(25);
+    }
+    throw new Error(`no such log line after ${timeoutMs} ms`);
+  }
+
   signal(signal: NodeJS.Signals): void {
     this.child.kill(signal);
   }
