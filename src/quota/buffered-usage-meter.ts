@@ -6,6 +6,8 @@ import type { UsageMeter, UsageRecord } from './usage-meter.js';
 import { validUsage } from './usage-validation.js';
 
 const BATCH_SIZE = 500;
+/** The sub-position of a refused batch's records when written one by one: after its parts. */
+const RECORD_BY_RECORD = 1_000_000;
 const RECENT_IDS = 10_000;
 
 export interface BufferedUsageMeterOptions {
@@ -38,7 +40,7 @@ interface OpenRequest {
  */
 export class BufferedUsageMeter implements UsageMeter {
   private buffer: UsageEvent[] = [];
-  private pending: { id: string; events: UsageEvent[] } | undefined;
+  private pending: { seq: number; events: UsageEvent[] } | undefined;
   private readonly replica = randomBase62(10);
   private batches = 0;
   private readonly recent = new Set<string>();
@@ -167,11 +169,11 @@ export class BufferedUsageMeter implements UsageMeter {
       if (!this.pending) {
         if (this.buffer.length === 0) return;
         const events = this.buffer.splice(0, BATCH_SIZE);
-        this.pending = { id: `${this.replica}.${(this.batches++).toString(36)}`, events };
+        this.pending = { seq: this.batches++, events };
       }
-      const { id, events } = this.pending;
+      const { seq, events } = this.pending;
       try {
-        const totals = await store.apply(id, events, retention);
+        const totals = await store.apply({ replica: this.replica, seq, sub: 0 }, events, retention);
         for (const [projectId, bytes] of totals) metrics.storageBytes.set(metrics.project(projectId), bytes);
         metrics.flushed.inc(events.length);
       } catch (error) {
@@ -183,7 +185,7 @@ export class BufferedUsageMeter implements UsageMeter {
         // Not the store being away: the store refused the batch. Each event is written on
         // its own, so one refused record never takes the others with it.
         this.options.onError?.(error, 'usage flush (batch refused; writing its records one by one)');
-        if (!(await this.applyEach(id, events))) return;
+        if (!(await this.applyEach(seq, events))) return;
       }
       this.pending = undefined;
       metrics.buffered.set(this.buffered);
@@ -191,11 +193,12 @@ export class BufferedUsageMeter implements UsageMeter {
   }
 
   /** Writes the events of a refused batch one at a time; false when the store went away meanwhile (the batch stays pending). */
-  private async applyEach(id: string, events: UsageEvent[]): Promise<boolean> {
+  private async applyEach(seq: number, events: UsageEvent[]): Promise<boolean> {
     const { store, metrics, retention } = this.options;
     for (const [index, event] of events.entries()) {
       try {
-        await store.apply(`${id}.${index}`, [event], retention);
+        // After every part of the whole batch (sub 0 + part), in the same order on every retry.
+        await store.apply({ replica: this.replica, seq, sub: RECORD_BY_RECORD + index }, [event], retention);
         metrics.flushed.inc();
       } catch (error) {
         if (error instanceof StoreUnavailableError) {

@@ -41,6 +41,7 @@ export interface UsageRetention {
   minuteMs: number;
   hourMs: number;
   /** How long a batch id is remembered, so a retried batch cannot count twice. */
+  /** How long a replica's high-water mark outlives its last write to a project. */
   dedupMs: number;
 }
 
@@ -53,13 +54,27 @@ export interface StoredUsageBucket {
   counts: UsageCounts;
 }
 
+/**
+ * Where a batch stands in its replica's stream of writes. A replica writes one batch at a time
+ * and retries it, unchanged, until it is written; so (seq, sub) only grows, and the store keeps,
+ * per project and replica, the highest it applied: a high-water mark, not a key per batch.
+ */
+export interface BatchRef {
+  /** The writing replica's id (random per process). */
+  replica: string;
+  /** The batch's number in the replica's stream. */
+  seq: number;
+  /** Orders the writes within one batch (a refused batch is rewritten record by record). */
+  sub: number;
+}
+
 export interface UsageStore {
   /**
-   * Applies a batch at most once per batch id (within dedupMs): a batch whose first
-   * attempt timed out, but may have run, is retried with the same id and the same
-   * events and does not count twice. Returns the projects' storage totals.
+   * Applies a batch at most once: a batch whose first attempt timed out, but may have run, is
+   * retried with the same ref and the same events and does not count twice. A replica's mark is
+   * forgotten `dedupMs` after its last write to the project. Returns the projects' storage totals.
    */
-  apply(batchId: string, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>>;
+  apply(batch: BatchRef, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>>;
   /**
    * Non-empty buckets of the granularity and dimension whose start lies in [startMs, endMs),
    * oldest first: a fixed number of store commands whatever the window (the work grows

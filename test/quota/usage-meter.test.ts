@@ -61,9 +61,9 @@ describe('buffered usage meter when the store refuses a batch', () => {
   it('writes the batch record by record, so only the refused record is lost (logged and counted)', async () => {
     const memory = new MemoryUsageStore();
     const refusing: UsageStore = {
-      apply: async (batchId, events, retention) => {
+      apply: async (batch, events, retention) => {
         if (events.some((event) => event.eventId.startsWith('poison'))) throw new Error('ERR value is not an integer or out of range');
-        return memory.apply(batchId, events, retention);
+        return memory.apply(batch, events, retention);
       },
       buckets: (...args) => memory.buckets(...args),
       storageBytes: (projectId) => memory.storageBytes(projectId),

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/http/ids.js';
 import { Metrics } from '../../src/metrics/metrics.js';
@@ -123,6 +124,37 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
     await sleep(1300);
     expect(await store.conversations.get(projectId, 'conv_short')).toBeNull();
     expect(await store.usage.storageBytes(projectId)).toBe(kept!.bytes);
+  });
+
+  it('applies each batch once per replica with a high-water mark, not a key per batch', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const event = (id: string) => ({
+      projectId,
+      eventId: id,
+      atMs: Date.now(),
+      counts: { requests: 1, promptTokens: 0, completionTokens: 0, imageGenerations: 0, audioMs: 0, costMicros: 0, costAtto: 0 },
+      storageBytesDelta: 0,
+      model: null,
+      apiKeyId: null,
+    });
+    const apply = (replica: string, seq: number, sub = 0) => store.usage.apply({ replica, seq, sub }, [event(`${replica}-${seq}-${sub}`)], RETENTION);
+    await apply('r1', 1);
+    await apply('r1', 1); // the retry of a batch whose reply was lost
+    await apply('r1', 0); // older than the mark: already applied
+    await apply('r1', 2);
+    await apply('r1', 2, 1_000_000); // a refused batch's records, after its parts
+    await apply('r1', 2, 1_000_000);
+    await apply('r2', 1); // another replica's numbering is its own
+    for (let seq = 3; seq < 200; seq++) await apply('r1', seq);
+    expect((await read(store.usage, projectId, {})).requests).toBe(4 + 197);
+    if (kind === 'redis') {
+      // 200 batches later, the project holds one mark (its replicas'), not a key per batch.
+      const client = new Redis(inject('redisUrl'));
+      const keys = await client.keys(`*{${projectId}}*`);
+      client.disconnect();
+      expect(keys.filter((key) => key.endsWith(':usage:applied'))).toHaveLength(1);
+      expect(keys.length).toBeLessThan(20);
+    }
   });
 
   it('frees a deleted conversation once: the deletion, not its expiry later', async () => {

@@ -1,5 +1,6 @@
 import {
   addCounts,
+  type BatchRef,
   aggregateUsage,
   emptyCounts,
   HOUR_MS,
@@ -25,7 +26,8 @@ interface Bucket {
 export class MemoryUsageStore implements UsageStore {
   /** Per granularity, dimension and project: buckets by `<start>|<group>`. */
   private readonly buckets_ = new Map<string, Map<string, Bucket>>();
-  private readonly seenBatches = new Map<string, number>();
+  /** Per project and replica: the newest batch applied (see BatchRef). */
+  private readonly marks = new Map<string, { seq: number; sub: number; atMs: number }>();
   private readonly storage = new Map<string, number>();
   /** Per project: stored things that expire, with their size and expiry. */
   private readonly expiring = new Map<string, Map<string, { bytes: number; expiresAtMs: number }>>();
@@ -33,14 +35,11 @@ export class MemoryUsageStore implements UsageStore {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  async apply(batchId: string, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
+  async apply(batch: BatchRef, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
     const now = this.now();
     const totals = new Map<string, number>();
-    const seenUntil = this.seenBatches.get(batchId);
-    const fresh = seenUntil === undefined || seenUntil <= now;
-    this.seenBatches.set(batchId, now + retention.dedupMs);
     for (const [projectId, { entries, storageBytesDelta }] of aggregateUsage(events)) {
-      if (fresh) {
+      if (this.claim(projectId, batch, now, retention.dedupMs)) {
         for (const { dimension, group, minuteMs, counts } of entries) {
           this.add('minute', dimension, projectId, minuteMs, group, counts, MINUTE_MS + retention.minuteMs);
           this.add('hour', dimension, projectId, Math.floor(minuteMs / HOUR_MS) * HOUR_MS, group, counts, HOUR_MS + retention.hourMs);
@@ -85,6 +84,18 @@ export class MemoryUsageStore implements UsageStore {
     project.set(id, { bytes: entry.bytes + bytes, expiresAtMs });
   }
 
+  private keepMarksMs = 0;
+
+  /** True when the batch is past the replica's mark for the project (the mark then moves). */
+  private claim(projectId: string, { replica, seq, sub }: BatchRef, now: number, keepMs: number): boolean {
+    this.keepMarksMs = keepMs;
+    const key = `${projectId}\u0000${replica}`;
+    const mark = this.marks.get(key);
+    if (mark && mark.atMs > now - keepMs && (mark.seq > seq || (mark.seq === seq && mark.sub >= sub))) return false;
+    this.marks.set(key, { seq, sub, atMs: now });
+    return true;
+  }
+
   untrackExpiry(projectId: string, id: string): void {
     this.expiring.get(projectId)?.delete(id);
   }
@@ -122,6 +133,6 @@ export class MemoryUsageStore implements UsageStore {
     for (const map of this.buckets_.values()) {
       for (const [key, bucket] of map) if (bucket.expiresAt <= now) map.delete(key);
     }
-    for (const [id, until] of this.seenBatches) if (until <= now) this.seenBatches.delete(id);
+    for (const [key, mark] of this.marks) if (mark.atMs <= now - this.keepMarksMs) this.marks.delete(key);
   }
 }

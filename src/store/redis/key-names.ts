@@ -21,7 +21,8 @@ export class KeyNames {
   usageStorageExpiry = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:expiry`;
   usageStorageSizes = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:sizes`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
-  usageBatch = (projectId: string, batchId: string) => `${this.prefix}:{${projectId}}:usage:batch:${batchId}`;
+  /** Per replica, the newest usage batch applied to the project (exactly-once writes). */
+  usageApplied = (projectId: string) => `${this.prefix}:{${projectId}}:usage:applied`;
   responseOwner = (projectId: string, responseId: string) => `${this.prefix}:{${projectId}}:resp:${responseId}`;
   record = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}`;
   recordMetadata = (projectId: string, kind: string, id: string) => `${this.prefix}:{${projectId}}:rec:${kind}:${id}:meta`;

@@ -7,6 +7,7 @@ import {
   type UsageDimension,
   type UsageEvent,
   type UsageGranularity,
+  type BatchRef,
   type UsageRetention,
   type UsageStore,
 } from '../usage-types.js';
@@ -37,8 +38,37 @@ end
 `;
 
 /**
- * Applies one part of a usage batch of one project, once: the part's id is claimed with
- * SET NX in the same script as the increments, so a retry after a lost reply is a no-op.
+ * Claims a write for a replica: true when (seq, sub) is past the replica's high-water mark in the
+ * project's `applied` hash (then the mark moves), false when it was applied already. Marks of
+ * replicas silent for keepMs are pruned once the hash holds more than 16, and the hash expires
+ * keepMs after the last write: its size follows the replicas that write, never the request rate.
+ */
+const CLAIM_LUA = `
+local function claim(applied, replica, seq, sub, keepMs)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local mark = redis.call('HGET', applied, replica)
+  if mark then
+    local s, u = string.match(mark, '^(%d+):(%d+):')
+    s = tonumber(s)
+    if s > seq or (s == seq and tonumber(u) >= sub) then return false end
+  end
+  redis.call('HSET', applied, replica, string.format('%d:%d:%d', seq, sub, now))
+  if redis.call('HLEN', applied) > 16 then
+    local all = redis.call('HGETALL', applied)
+    for i = 1, #all, 2 do
+      if tonumber(string.match(all[i + 1], ':(%d+)$')) < now - keepMs then redis.call('HDEL', applied, all[i]) end
+    end
+  end
+  redis.call('PEXPIRE', applied, keepMs)
+  return true
+end
+`;
+
+/**
+ * Applies one part of a usage batch of one project, once: the part is claimed against the
+ * replica's high-water mark in the same script as the increments, so a retry after a lost reply
+ * is a no-op.
  * Each granularity (m, h) and dimension (all, model, api_key) is one hash, a field per
  * bucket (`<start>|<group>` -> `r,pt,ct,img,aud,cu,ca`), plus a zset index of the fields by
  * start: any window is one ZRANGEBYSCORE and HMGETs of what it finds. The sums are integers
@@ -46,15 +76,15 @@ end
  * fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
  * past retention leave the hash and index here (a bounded number per call); the keys expire
  * after the retention of their newest bucket.
- * KEYS: storage total, part marker, expiry index, sizes, then for m then h, for all, model, api_key: hash, index.
- * ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h,
+ * KEYS: storage total, applied marks, expiry index, sizes, then for m then h, for all, model, api_key: hash, index.
+ * ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h, replica, seq, sub,
  *       then per entry: dimension (1-3), group, minute start, hour start, r, pt, ct, img, aud, cu, ca.
  * Returns the storage total.
  */
-const APPLY_SCRIPT = `${RECONCILE_LUA}
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+const APPLY_SCRIPT = `${RECONCILE_LUA}${CLAIM_LUA}
+if claim(KEYS[2], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[1])) then
   local touched = {}
-  for a = 7, #ARGV, ${ENTRY_ARGS} do
+  for a = 10, #ARGV, ${ENTRY_ARGS} do
     local dimension = tonumber(ARGV[a])
     for g = 0, 1 do
       local slot = g * 3 + dimension
@@ -158,7 +188,7 @@ export class RedisUsageStore implements UsageStore {
     return keys;
   }
 
-  async apply(batchId: string, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
+  async apply(batch: BatchRef, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
     const totals = new Map<string, number>();
     const now = this.now();
     const cutoffMinute = Math.floor(now / MINUTE_MS) * MINUTE_MS - retention.minuteMs;
@@ -167,7 +197,7 @@ export class RedisUsageStore implements UsageStore {
       for (let part = 0; part * ENTRIES_PER_CALL < Math.max(1, entries.length); part++) {
         const keys = [
           this.keys.usageStorage(projectId),
-          this.keys.usageBatch(projectId, `${batchId}:${part}`),
+          this.keys.usageApplied(projectId),
           this.keys.usageStorageExpiry(projectId),
           this.keys.usageStorageSizes(projectId),
           ...this.bucketKeys(projectId),
@@ -179,6 +209,9 @@ export class RedisUsageStore implements UsageStore {
           cutoffHour,
           MINUTE_MS + retention.minuteMs,
           HOUR_MS + retention.hourMs,
+          batch.replica,
+          batch.seq,
+          batch.sub + part,
         ];
         for (const { dimension, group, minuteMs, counts } of entries.slice(part * ENTRIES_PER_CALL, (part + 1) * ENTRIES_PER_CALL)) {
           args.push(
