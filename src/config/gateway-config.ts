@@ -25,7 +25,7 @@ export interface GatewayConfig {
     failed_attempts: { max: number; window_seconds: number; block_seconds: number };
   };
   redis: { command_timeout_ms: number; key_prefix: string };
-  conversations: { retention_seconds: number; max_messages: number; store_default: boolean };
+  conversations: { retention_seconds: number; max_messages: number; store_default: boolean; max_bytes_per_project: number };
   upstream: { max_sse_event_bytes: number; max_json_reply_bytes: number };
   responses: { retention_seconds: number };
   rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
@@ -56,6 +56,7 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       retention_seconds: raw.conversations?.retention_seconds ?? 30 * 86_400,
       max_messages: raw.conversations?.max_messages ?? 1000,
       store_default: raw.conversations?.store_default ?? false,
+      max_bytes_per_project: raw.conversations?.max_bytes_per_project ?? 50 * 1024 * 1024,
     },
     upstream: {
       max_sse_event_bytes: raw.upstream?.max_sse_event_bytes ?? 4 * 1024 * 1024,

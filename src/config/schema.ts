@@ -105,6 +105,7 @@ export const GatewayConfigSchema = Type.Object(
           retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })),
           max_messages: Type.Optional(Type.Integer({ minimum: 2, maximum: 100_000 })),
           store_default: Type.Optional(Type.Boolean()),
+          max_bytes_per_project: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
         },
         { additionalProperties: false },
       ),

@@ -8,6 +8,7 @@ export type ErrorType =
   | 'permission_error'
   | 'not_found_error'
   | 'rate_limit_error'
+  | 'insufficient_quota'
   | 'upstream_error'
   | 'service_unavailable'
   | 'api_error';
@@ -75,6 +76,17 @@ export const rateLimitExceeded = (retryAfterSeconds: number, message = 'Rate lim
   new ApiError(429, 'rate_limit_error', 'rate_limit_exceeded', message, undefined, {
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
   });
+
+/** The project's stored conversations reached their bound: retrying cannot help until room is freed. */
+export const storageQuotaExceeded = (maxBytes: number) =>
+  new ApiError(
+    429,
+    'insufficient_quota',
+    'storage_quota_exceeded',
+    `The project's stored conversations have reached their limit of ${maxBytes} bytes; delete conversations or send store: false.`,
+    'store',
+    { 'x-should-retry': 'false' },
+  );
 
 /** The model backend answered with a failure (5xx, or a reply the gateway cannot use). */
 export const upstreamError = (message = 'The model backend failed.') =>

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AppContext } from '../app-context.js';
-import { invalidParameter, resourceNotFound } from '../http/errors.js';
+import { invalidParameter, resourceNotFound, storageQuotaExceeded } from '../http/errors.js';
+import { StoreUnavailableError } from '../store/types.js';
 import { isGatewayId, mintId } from '../http/ids.js';
 import { storedBytes, type MessageRecord } from '../store/conversation-types.js';
 import { parseEventData } from '../upstream/sse-relay.js';
@@ -21,13 +22,15 @@ export interface ConversationPlan {
  * continuation, or `conversations.store_default`. A continuation loads the stored history (404
  * when it is not the project's); `store: false` on it reads the history without writing.
  */
-export async function planConversation(ctx: AppContext, projectId: string, body: ChatBody): Promise<ConversationPlan> {
+export async function planConversation(ctx: AppContext, projectId: string, body: ChatBody, incomingBytes: number): Promise<ConversationPlan> {
   const requested = body.conversation_id;
   if (requested === undefined || requested === null) {
     const store = body.store === true || (body.store !== false && ctx.config.conversations.store_default);
+    if (store) await ensureRoom(ctx, projectId, incomingBytes);
     return { id: store ? mintId('conv', ctx.now()) : null, existing: false, store, history: [] };
   }
   const store = body.store !== false;
+  if (store) await ensureRoom(ctx, projectId, incomingBytes);
   if (!isGatewayId('conv', requested)) throw resourceNotFound('conversation', 'conversation_id');
   const record = await ctx.store.conversations.get(projectId, requested);
   if (!record) throw resourceNotFound('conversation', 'conversation_id');
@@ -38,6 +41,23 @@ export async function planConversation(ctx: AppContext, projectId: string, body:
   const page = await ctx.store.conversations.messages(projectId, requested, null, max);
   const history = (page?.data ?? []).map(({ id: _id, created_at: _at, ...message }) => message);
   return { id: requested, existing: true, store, history };
+}
+
+/**
+ * Refuses to store past the project's bound, before anything is sent upstream. The request's size
+ * (its Content-Length) stands for what it adds; the reply is not known yet, so the bound can be
+ * passed by the replies of the exchanges in flight when it is reached, and the next is refused.
+ * While the store is away the check lets the request through (its write fails and is logged).
+ */
+async function ensureRoom(ctx: AppContext, projectId: string, incomingBytes: number): Promise<void> {
+  let held: { bytes: number; maxBytes: number };
+  try {
+    held = await ctx.store.conversations.held(projectId, ctx.config.conversations.max_bytes_per_project);
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) return;
+    throw error;
+  }
+  if (held.bytes + incomingBytes > held.maxBytes) throw storageQuotaExceeded(held.maxBytes);
 }
 
 /**

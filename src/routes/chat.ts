@@ -29,7 +29,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
       const principal = principalOf(request);
       const body = request.body as ChatBody;
       const model = modelFor(ctx, body.model, 'chat');
-      const plan = await planConversation(ctx, principal.projectId, body);
+      const plan = await planConversation(ctx, principal.projectId, body, Number(request.headers['content-length']) || 0);
       const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
       const estimate = () => estimatePromptTokens(chat, body, plan.history);
       return call.run(async () => {

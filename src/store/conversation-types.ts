@@ -50,6 +50,13 @@ export interface ConversationStore {
    * Returns null when `afterId` is not a message of this conversation.
    */
   messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null>;
+  /**
+   * The bytes the project's live conversations hold (what expired is freed first) and the
+   * project's bound on them (its own, set by the admin API, else `defaultMaxBytes`).
+   */
+  held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }>;
+  /** Sets the project's own bound (null: back to the default); false when there is no such project. */
+  setMaxBytes(projectId: string, maxBytes: number | null): Promise<boolean>;
   /** Deletes a conversation with its messages, atomically; returns the bytes it held, or null when there was none. */
   delete(projectId: string, conversationId: string): Promise<number | null>;
 }

@@ -72,4 +72,21 @@ describe.each(QUOTA_STORE_KINDS)('conversation store contract (%s)', (kind) => {
     await sleep(1100);
     expect(await store.conversations.get(projectId, id)).toBeNull();
   });
+
+  it('counts the bytes a project holds: appends add, a deletion and an expiry free them, exactly', async () => {
+    const owner = mintId('proj');
+    const kept = await store.conversations.append(append({ projectId: owner, messages: [message('user', 'k'.repeat(200))] }));
+    const gone = await store.conversations.append(append({ projectId: owner, messages: [message('user', 'g'.repeat(300))] }));
+    const short = await store.conversations.append(append({ projectId: owner, messages: [message('user', 's'.repeat(400))], retentionSeconds: 1 }));
+    expect(await store.conversations.held(owner, 5000)).toEqual({ bytes: kept!.bytes + gone!.bytes + short!.bytes, maxBytes: 5000 });
+    expect(await store.conversations.delete(owner, gone!.id)).toBe(gone!.bytes);
+    expect((await store.conversations.held(owner, 5000)).bytes).toBe(kept!.bytes + short!.bytes);
+    await sleep(1100);
+    expect((await store.conversations.held(owner, 5000)).bytes).toBe(kept!.bytes);
+    expect((await store.conversations.held(mintId('proj'), 5000)).bytes).toBe(0);
+  });
+
+  it('keeps a per-project bound for projects that exist only', async () => {
+    expect(await store.conversations.setMaxBytes(mintId('proj'), 10)).toBe(false);
+  });
 });

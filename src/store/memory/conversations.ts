@@ -20,6 +20,8 @@ const clone = <T>(value: T): T => structuredClone(value);
 /** In-process conversations; expired ones are dropped on access and by a sweep on writes. */
 export class MemoryConversationStore implements ConversationStore {
   private readonly byKey = new Map<string, StoredConversation>();
+  /** Projects' own bounds on stored bytes (set by the admin API). */
+  private readonly bounds = new Map<string, number>();
   private lastSweepMs = 0;
 
   constructor(
@@ -28,6 +30,7 @@ export class MemoryConversationStore implements ConversationStore {
     private readonly onStored: (projectId: string, conversationId: string, bytes: number, expiresAtMs: number) => void = () => undefined,
     /** Told of a deletion: the caller frees the bytes, so expiry must not free them again. */
     private readonly onDeleted: (projectId: string, conversationId: string) => void = () => undefined,
+    private readonly projectExists: (projectId: string) => boolean = () => true,
   ) {}
 
   async get(projectId: string, conversationId: string): Promise<ConversationRecord | null> {
@@ -96,7 +99,23 @@ export class MemoryConversationStore implements ConversationStore {
     return stored.record.bytes;
   }
 
+  async held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
+    let bytes = 0;
+    for (const [key, stored] of this.byKey) {
+      if (key.startsWith(`${projectId}/`) && stored.expiresAtMs > this.now()) bytes += stored.record.bytes;
+    }
+    return { bytes, maxBytes: this.bounds.get(projectId) ?? defaultMaxBytes };
+  }
+
+  async setMaxBytes(projectId: string, maxBytes: number | null): Promise<boolean> {
+    if (!this.projectExists(projectId)) return false;
+    if (maxBytes === null) this.bounds.delete(projectId);
+    else this.bounds.set(projectId, maxBytes);
+    return true;
+  }
+
   forgetProject(projectId: string): void {
+    this.bounds.delete(projectId);
     for (const key of this.byKey.keys()) if (key.startsWith(`${projectId}/`)) this.byKey.delete(key);
   }
 

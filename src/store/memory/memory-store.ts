@@ -44,6 +44,7 @@ export class MemoryStore implements Store {
     Date.now,
     (projectId, id, bytes, expiresAtMs) => this.usage.trackExpiry(projectId, id, bytes, expiresAtMs),
     (projectId, id) => this.usage.untrackExpiry(projectId, id),
+    (projectId) => this.projectsById.has(projectId),
   );
   readonly records = new MemoryRecordStore();
   readonly responses = new MemoryResponseOwnerStore();

@@ -7,11 +7,13 @@ import type {
 } from '../conversation-types.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
+import { RECONCILE_LUA } from './usage.js';
 import type { KeyNames } from './key-names.js';
 
 /**
  * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index),
- * the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires).
+ * the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires),
+ * the conversation bytes the project holds (its bound).
  * ARGV: existing (1/0), project id, conversation id, model, now ISO, retention s, bytes, then (id, json) pairs.
  * Appends in order, renews the TTL of all three keys, returns the record (false when a continuation found nothing).
  */
@@ -39,6 +41,7 @@ local time = redis.call('TIME')
 local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6]) * 1000
 redis.call('ZADD', KEYS[4], expires, ARGV[3])
 redis.call('HINCRBY', KEYS[5], ARGV[3], ARGV[7])
+redis.call('INCRBY', KEYS[6], ARGV[7])
 redis.call('EXPIRE', KEYS[4], ARGV[6] + 86400)
 redis.call('EXPIRE', KEYS[5], ARGV[6] + 86400)
 local record = redis.call('HGETALL', KEYS[1])
@@ -62,7 +65,7 @@ return page
 `;
 
 /**
- * KEYS: record, messages, positions, the project's storage expiry index and sizes. ARGV: conversation id.
+ * KEYS: record, messages, positions, the project's storage expiry index, sizes and conversation bytes held. ARGV: conversation id.
  * Returns the bytes the conversation held (which the caller frees now, so expiry must not free them
  * again), or false when there was none.
  */
@@ -70,12 +73,32 @@ const DELETE_SCRIPT = `
 local bytes = redis.call('HGET', KEYS[1], 'bytes')
 if not bytes then return false end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if redis.call('HDEL', KEYS[5], ARGV[1]) == 1 then redis.call('DECRBY', KEYS[6], bytes) end
 redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('HDEL', KEYS[5], ARGV[1])
 return tonumber(bytes)
 `;
 
+/**
+ * KEYS: project, storage total, expiry index, sizes, conversation bytes held. ARGV: default bound.
+ * Frees what expired, then returns {bytes held, the project's bound (its own, else the default)}.
+ */
+const HELD_SCRIPT = `${RECONCILE_LUA}
+reconcile(KEYS[2], KEYS[3], KEYS[4], KEYS[5], 500)
+local own = redis.call('HGET', KEYS[1], 'max_conversation_bytes')
+return {tonumber(redis.call('GET', KEYS[5]) or '0'), tonumber(own or ARGV[1])}
+`;
+
+/** KEYS: project. ARGV: bound ('' = none). Returns 0 when the project does not exist. */
+const SET_BOUND_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] == '' then redis.call('HDEL', KEYS[1], 'max_conversation_bytes')
+else redis.call('HSET', KEYS[1], 'max_conversation_bytes', ARGV[1]) end
+return 1
+`;
+
 type Scripted = RedisClient & {
+  novaSetConversationBound(project: string, maxBytes: string | number): Promise<number>;
+  novaConversationBytesHeld(...args: (string | number)[]): Promise<[number, number]>;
   novaDeleteConversation(...args: string[]): Promise<number | null>;
   novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
   novaConversationPage(...args: (string | number)[]): Promise<(string | number)[]>;
@@ -102,9 +125,11 @@ export class RedisConversationStore implements ConversationStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAppendConversation', { numberOfKeys: 5, lua: APPEND_SCRIPT });
+    redis.defineCommand('novaAppendConversation', { numberOfKeys: 6, lua: APPEND_SCRIPT });
     redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
-    redis.defineCommand('novaDeleteConversation', { numberOfKeys: 5, lua: DELETE_SCRIPT });
+    redis.defineCommand('novaDeleteConversation', { numberOfKeys: 6, lua: DELETE_SCRIPT });
+    redis.defineCommand('novaConversationBytesHeld', { numberOfKeys: 5, lua: HELD_SCRIPT });
+    redis.defineCommand('novaSetConversationBound', { numberOfKeys: 1, lua: SET_BOUND_SCRIPT });
     this.redis = redis as Scripted;
   }
 
@@ -135,6 +160,7 @@ export class RedisConversationStore implements ConversationStore {
         ...this.keysOf(append.projectId, append.conversationId),
         this.keys.usageStorageExpiry(append.projectId),
         this.keys.usageStorageSizes(append.projectId),
+        this.keys.conversationBytesHeld(append.projectId),
         append.existing ? '1' : '0',
         append.projectId,
         append.conversationId,
@@ -164,9 +190,29 @@ export class RedisConversationStore implements ConversationStore {
         ...this.keysOf(projectId, conversationId),
         this.keys.usageStorageExpiry(projectId),
         this.keys.usageStorageSizes(projectId),
+        this.keys.conversationBytesHeld(projectId),
         conversationId,
       ),
     );
     return bytes === null ? null : Number(bytes);
+  }
+
+  async held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
+    const [bytes, maxBytes] = await guard(
+      this.redis.novaConversationBytesHeld(
+        this.keys.project(projectId),
+        this.keys.usageStorage(projectId),
+        this.keys.usageStorageExpiry(projectId),
+        this.keys.usageStorageSizes(projectId),
+        this.keys.conversationBytesHeld(projectId),
+        defaultMaxBytes,
+      ),
+    );
+    return { bytes: Number(bytes), maxBytes: Number(maxBytes) };
+  }
+
+  async setMaxBytes(projectId: string, maxBytes: number | null): Promise<boolean> {
+    const done = await guard(this.redis.novaSetConversationBound(this.keys.project(projectId), maxBytes === null ? '' : maxBytes));
+    return Number(done) === 1;
   }
 }

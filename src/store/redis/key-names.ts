@@ -20,6 +20,8 @@ export class KeyNames {
   /** Stored things that expire (conversations), by expiry time, and their sizes: freed from storage when they expire. */
   usageStorageExpiry = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:expiry`;
   usageStorageSizes = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:sizes`;
+  /** Bytes the project's live conversations hold (their stored-size bound). */
+  conversationBytesHeld = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:conversations`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   /** Per replica, the newest usage batch applied to the project (exactly-once writes). */
   usageApplied = (projectId: string) => `${this.prefix}:{${projectId}}:usage:applied`;

@@ -20,17 +20,21 @@ const PRUNE_LIMIT = 500;
 const ENTRY_ARGS = 11;
 
 /**
- * Frees the storage of things that expired (conversations): their sizes leave the total.
- * By Redis's clock, the one key expiry follows. KEYS: storage total, expiry index (zset: id -> expiry ms), sizes (hash: id -> bytes).
+ * Frees the storage of things that expired (conversations): their sizes leave the total and the
+ * bytes held in conversations. By Redis's clock, the one key expiry follows. Keys: storage total,
+ * expiry index (zset: id -> expiry ms), sizes (hash: id -> bytes), conversation bytes held.
  */
-const RECONCILE_LUA = `
-local function reconcile(total, expiry, sizes, limit)
+export const RECONCILE_LUA = `
+local function reconcile(total, expiry, sizes, held, limit)
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(gone) do
     local bytes = tonumber(redis.call('HGET', sizes, id) or '0')
-    if bytes ~= 0 then redis.call('DECRBY', total, bytes) end
+    if bytes ~= 0 then
+      redis.call('DECRBY', total, bytes)
+      redis.call('DECRBY', held, bytes)
+    end
     redis.call('HDEL', sizes, id)
     redis.call('ZREM', expiry, id)
   end
@@ -76,7 +80,8 @@ end
  * fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
  * past retention leave the hash and index here (a bounded number per call); the keys expire
  * after the retention of their newest bucket.
- * KEYS: storage total, applied marks, expiry index, sizes, then for m then h, for all, model, api_key: hash, index.
+ * KEYS: storage total, applied marks, expiry index, sizes, then for m then h, for all, model, api_key: hash, index;
+ * last, the conversation bytes held.
  * ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h, replica, seq, sub,
  *       then per entry: dimension (1-3), group, minute start, hour start, r, pt, ct, img, aud, cu, ca.
  * Returns the storage total.
@@ -127,7 +132,7 @@ if claim(KEYS[2], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[1
   local delta = tonumber(ARGV[2])
   if delta ~= 0 then redis.call('INCRBY', KEYS[1], ARGV[2]) end
 end
-reconcile(KEYS[1], KEYS[3], KEYS[4], ${PRUNE_LIMIT})
+reconcile(KEYS[1], KEYS[3], KEYS[4], KEYS[#KEYS], ${PRUNE_LIMIT})
 return tonumber(redis.call('GET', KEYS[1]) or '0')
 `;
 
@@ -146,16 +151,16 @@ end
 return out
 `;
 
-/** KEYS: storage total, expiry index, sizes. Returns the storage total after freeing what expired. */
+/** KEYS: storage total, expiry index, sizes, conversation bytes held. Returns the storage total after freeing what expired. */
 const STORAGE_SCRIPT = `${RECONCILE_LUA}
-reconcile(KEYS[1], KEYS[2], KEYS[3], ${PRUNE_LIMIT})
+reconcile(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ${PRUNE_LIMIT})
 return tonumber(redis.call('GET', KEYS[1]) or '0')
 `;
 
 type Scripted = RedisClient & {
   novaApplyUsage(numberOfKeys: number, ...args: (string | number)[]): Promise<number>;
   novaReadUsage(hash: string, index: string, startMs: number, endMs: number): Promise<string[]>;
-  novaStorageBytes(total: string, expiry: string, sizes: string): Promise<number>;
+  novaStorageBytes(total: string, expiry: string, sizes: string, held: string): Promise<number>;
 };
 
 const UNITS = { minute: 'm', hour: 'h' } as const;
@@ -174,7 +179,7 @@ export class RedisUsageStore implements UsageStore {
     // The number of keys is fixed, but passed on each call like the other scripts' callers do.
     redis.defineCommand('novaApplyUsage', { lua: APPLY_SCRIPT });
     redis.defineCommand('novaReadUsage', { lua: READ_SCRIPT, numberOfKeys: 2 });
-    redis.defineCommand('novaStorageBytes', { lua: STORAGE_SCRIPT, numberOfKeys: 3 });
+    redis.defineCommand('novaStorageBytes', { lua: STORAGE_SCRIPT, numberOfKeys: 4 });
     this.redis = redis as Scripted;
   }
 
@@ -201,6 +206,7 @@ export class RedisUsageStore implements UsageStore {
           this.keys.usageStorageExpiry(projectId),
           this.keys.usageStorageSizes(projectId),
           ...this.bucketKeys(projectId),
+          this.keys.conversationBytesHeld(projectId),
         ];
         const args: (string | number)[] = [
           Math.max(1, Math.round(retention.dedupMs)),
@@ -263,6 +269,7 @@ export class RedisUsageStore implements UsageStore {
           this.keys.usageStorage(projectId),
           this.keys.usageStorageExpiry(projectId),
           this.keys.usageStorageSizes(projectId),
+          this.keys.conversationBytesHeld(projectId),
         ),
       ),
     );
