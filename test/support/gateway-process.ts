@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,6 +20,8 @@ export class GatewayProcess {
   private constructor(
     readonly child: ChildProcess,
     readonly port: number,
+    /** The temporary config directory, removed when the process exits. */
+    private readonly configDir: string | undefined,
   ) {
     const collect = (chunk: Buffer) => this.logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
     child.stdout?.on('data', collect);
@@ -27,12 +29,14 @@ export class GatewayProcess {
     this.exited = new Promise((resolve) =>
       child.once('exit', (code) => {
         this.exitCode = code;
+        if (this.configDir) rmSync(this.configDir, { recursive: true, force: true });
         resolve(code);
       }),
     );
   }
 
-  static async start(options: { env?: Record<string, string>; configYaml?: string } = {}): Promise<GatewayProcess> {
+  /** `waitForReady: false` returns as soon as the process is spawned (start-up and failure tests). */
+  static async start(options: { env?: Record<string, string>; configYaml?: string; waitForReady?: boolean } = {}): Promise<GatewayProcess> {
     const port = await freePort();
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
@@ -42,16 +46,16 @@ export class GatewayProcess {
       LOG_LEVEL: 'info',
       ...options.env,
     };
-    if (options.configYaml) {
-      const path = join(mkdtempSync(join(tmpdir(), 'nova-config-')), 'gateway.yaml');
-      writeFileSync(path, options.configYaml);
-      env.NOVA_CONFIG = path;
+    const configDir = options.configYaml ? mkdtempSync(join(tmpdir(), 'nova-config-')) : undefined;
+    if (configDir) {
+      env.NOVA_CONFIG = join(configDir, 'gateway.yaml');
+      writeFileSync(env.NOVA_CONFIG, options.configYaml!);
     }
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const gateway = new GatewayProcess(child, port);
+    const gateway = new GatewayProcess(child, Number(env.PORT), configDir);
     gateway.metricsPort = Number(env.METRICS_PORT);
     gateway.adminToken = env.NOVA_ADMIN_TOKEN;
-    await gateway.waitUntilReady();
+    if (options.waitForReady ?? true) await gateway.waitUntilReady();
     return gateway;
   }
 
@@ -89,6 +93,18 @@ export class GatewayProcess {
       await sleep(100);
     }
     throw new Error(`gateway not ready after ${timeoutMs} ms:\n${this.logs.join('\n')}`);
+  }
+
+  /** Waits for a log line matching `pattern` (stdout or stderr) and returns it. */
+  async waitForLog(pattern: RegExp, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const line = this.logs.find((candidate) => pattern.test(candidate));
+      if (line !== undefined) return line;
+      if (this.exitCode !== undefined) break;
+      await sleep(50);
+    }
+    throw new Error(`no log line matching ${pattern} (exit ${this.exitCode}):\n${this.logs.join('\n')}`);
   }
 
   signal(signal: NodeJS.Signals): void {
