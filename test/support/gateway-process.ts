@@ -51,7 +51,9 @@ export class GatewayProcess {
       env.NOVA_CONFIG = join(configDir, 'gateway.yaml');
       writeFileSync(env.NOVA_CONFIG, options.configYaml!);
     }
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // NOVA_GATEWAY_NODE: another Node binary for the server (CI runs the e2e suites on Node 22 this way).
+    const node = process.env.NOVA_GATEWAY_NODE || process.execPath;
+    const child = spawn(node, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const gateway = new GatewayProcess(child, Number(env.PORT), configDir);
     gateway.metricsPort = Number(env.METRICS_PORT);
     gateway.adminToken = env.NOVA_ADMIN_TOKEN;
