@@ -1,18 +1,10 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayProcess } from '../support/gateway-process.js';
+import { echoConfig, GatewayProcess } from '../support/gateway-process.js';
 import { freePort, RedisProcess } from '../support/redis-server.js';
 import { ADMIN_TOKEN, type TestProject } from '../support/test-app.js';
 
-const CONFIG = `
-models:
-  - id: echo-1
-    provider: echo
-redis:
-  command_timeout_ms: 300
-usage:
-  flush_interval_ms: 100
-`;
+const CONFIG = echoConfig({ commandTimeoutMs: 300, flushIntervalMs: 100 });
 
 const parse = (line: string) => JSON.parse(line) as { level: number; msg: string } & Record<string, unknown>;
 const jsonLines = (gateway: GatewayProcess) => gateway.logs.filter((line) => line.startsWith('{')).map(parse);

@@ -1,18 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayProcess } from '../support/gateway-process.js';
+import { echoConfig, GatewayProcess } from '../support/gateway-process.js';
 import { MASTER_GROUP, RedisSentinelGroup } from '../support/redis-sentinel.js';
 import { ADMIN_TOKEN, type TestProject } from '../support/test-app.js';
 
-const CONFIG = `
-models:
-  - id: echo-1
-    provider: echo
-redis:
-  command_timeout_ms: 300
-usage:
-  flush_interval_ms: 100
-`;
+const CONFIG = echoConfig({ commandTimeoutMs: 300, flushIntervalMs: 100 });
 
 interface Outcome {
   status: number;

@@ -8,6 +8,20 @@ import type { TestProject } from './test-app.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
+/** A config with the echo model and short store timings, for tests that take Redis away. */
+export function echoConfig(options: { commandTimeoutMs: number; flushIntervalMs: number }): string {
+  return [
+    'models:',
+    '  - id: echo-1',
+    '    provider: echo',
+    'redis:',
+    `  command_timeout_ms: ${options.commandTimeoutMs}`,
+    'usage:',
+    `  flush_interval_ms: ${options.flushIntervalMs}`,
+    '',
+  ].join('\n');
+}
+
 /** The real server process (src/server.ts through tsx), with its log lines kept for inspection. */
 export class GatewayProcess {
   readonly logs: string[] = [];
