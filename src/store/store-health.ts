@@ -7,7 +7,7 @@ export interface HealthLog {
   warn(fields: object, message: string): void;
 }
 
-/** What the monitor watches of a Redis client: its connection events and remote address. */
+/** What the monitor watches of a Redis client: its connection events. */
 export interface WatchedClient {
   on(event: 'ready' | 'close', listener: () => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
