@@ -8,8 +8,8 @@
 # a read-only root; /tmp may be an emptyDir/tmpfs), and runs `node` as PID 1 in exec form so SIGTERM
 # reaches the gateway, which drains in-flight requests and streams and exits 0. No HEALTHCHECK:
 # Kubernetes probes /livez and /readyz. For reproducible builds pin the base by digest:
-#   docker build --build-arg NODE_IMAGE=node:20-bookworm-slim@sha256:<digest> .
-ARG NODE_IMAGE=node:20-bookworm-slim
+#   docker build --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest> .
+ARG NODE_IMAGE=node:22-bookworm-slim
 
 # ---- build: all dependencies, TypeScript -> dist/ ------------------------------------------------
 FROM ${NODE_IMAGE} AS build

@@ -6,6 +6,7 @@
 #   3. helm template of each into a temp dir
 #   4. every helm/test-values/*.yaml (deliberately broken) must be REJECTED, for the stated reason
 #   5. scripts/check-manifests.ts: kubernetes-models validation + the chart's invariants on the renders
+#   6. scripts/check-metric-names.ts: every metric the dashboard and the PrometheusRule use is one the gateway exports
 # helm: `helm` v3 on PATH, else .tools/bin/helm, else built with `go install` (pinned below) into
 # .tools/bin. If helm cannot be had, steps 2-5 are SKIPPED with a loud warning and the script exits 0
 # (unless step 1 failed). Any other failure: exit 1 after running every step.
@@ -145,6 +146,12 @@ fi
 # --- 5. validate the rendered manifests -----------------------------------------------------------
 section "manifests (kubernetes-models + invariants)"
 if ! npx --no-install tsx scripts/check-manifests.ts "$WORK"/renders/*.yaml; then
+  status=1
+fi
+
+# --- 6. dashboards and alerts use only metrics the gateway exports --------------------------------
+section "metric names in the Grafana dashboard and the PrometheusRule"
+if ! npx --no-install tsx scripts/check-metric-names.ts "$WORK"/renders/*.yaml; then
   status=1
 fi
 

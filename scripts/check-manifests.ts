@@ -37,6 +37,8 @@ const MODELS: Record<string, ModelClass | 'structural'> = {
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'monitoring.coreos.com/v1/ServiceMonitor': 'structural',
+  // Its expressions are checked against the gateway's metric names by scripts/check-metric-names.ts.
+  'monitoring.coreos.com/v1/PrometheusRule': 'structural',
 };
 
 function yamlFiles(path: string): string[] {

@@ -17,6 +17,7 @@ import { installValidators } from './http/validation.js';
 import { adminRoutes } from './routes/admin.js';
 import { healthRoutes } from './routes/health.js';
 import { v1Routes } from './routes/v1.js';
+import { StoreHealth } from './store/store-health.js';
 import { StoreUnavailableError, type Store } from './store/types.js';
 import { Metrics } from './metrics/metrics.js';
 import type { UsageMeter } from './quota/usage-meter.js';
@@ -38,6 +39,8 @@ export interface AppDeps {
   serveMetrics?: boolean;
   /** Where upstream keys (models[].api_key_env) are read; default process.env. */
   env?: NodeJS.ProcessEnv;
+  /** The store's reachability and its log lines; default: one built here, logging through the app. */
+  storeHealth?: StoreHealth;
 }
 
 export interface App {
@@ -61,8 +64,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   const now = deps.now ?? Date.now;
   const metrics = deps.metrics ?? new Metrics({ defaultMetrics: false, projectLabel: config.metrics.project_label });
-  const usage = deps.usage ?? createUsageMeter(config, store, metrics, app);
-  const onBackgroundError = (error: unknown) => app.log.warn({ err: error }, 'background store write failed');
+  const health = deps.storeHealth ?? ownStoreHealth(store, app);
+  metrics.store.follow(health);
+  // A store outage is one warn line (StoreHealth), not one per failed operation; other errors stay loud.
+  const storeFailed = (what: string) => (error: unknown) => {
+    if (error instanceof StoreUnavailableError) health.failed(error);
+    else app.log.warn({ err: error }, `${what} failed`);
+  };
+  const usage = deps.usage ?? createUsageMeter(config, store, metrics, app, health);
+  const onBackgroundError = storeFailed('background store write');
   // One allowance per client address for failed API keys and failed admin tokens together.
   const failedAttempts = new FailedAttempts(
     store.createLimiter({
@@ -95,7 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       store,
       config,
       metrics: metrics.quota,
-      onStoreError: (error) => app.log.warn({ err: error }, 'rate limiter store unavailable: using the per-replica fallback'),
+      onStoreError: storeFailed('rate limiter'),
     }),
     models: new ModelRegistry(config.models, deps.env ?? process.env),
   };
@@ -105,6 +115,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installJsonParser(app, config.server.json_max_depth);
   installErrorHandling(app, config.server.body_limit_bytes);
   installMetricsHooks(app, metrics);
+  app.addHook('onError', async (_request, _reply, error) => {
+    if (error instanceof StoreUnavailableError) health.failed(error);
+  });
   installAccessLog(app);
   if (deps.serveMetrics) metricsRoute(app, metrics.registry);
 
@@ -137,8 +150,19 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   return { app, ctx };
 }
 
-/** The Redis-backed (or in-memory) usage meter; its last flush runs when the app closes. */
-function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics, app: FastifyInstance): UsageMeter {
+/** For apps built without a process (tests): the store's health, probed while away, stopped on close. */
+function ownStoreHealth(store: Store, app: FastifyInstance): StoreHealth {
+  const health = new StoreHealth({ target: store.kind, ping: () => store.ping(), log: app.log });
+  health.begin(true);
+  app.addHook('onClose', async () => health.close());
+  return health;
+}
+
+/**
+ * The Redis-backed (or in-memory) usage meter; its last flush runs when the app closes, and
+ * what it could not write then is reported: those records are lost (README, "Usage").
+ */
+function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics, app: FastifyInstance, health: StoreHealth): UsageMeter {
   const meter = new BufferedUsageMeter({
     store: store.usage,
     metrics: metrics.usage,
@@ -150,11 +174,20 @@ function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics,
     maxBuffered: config.usage.buffer_max_records,
     flushIntervalMs: config.usage.flush_interval_ms,
     onError: (error, what) => {
-      if (error instanceof StoreUnavailableError) metrics.quota.storeErrors.inc({ operation: 'usage_flush' });
-      app.log.warn({ err: error }, `${what} failed`);
+      if (!(error instanceof StoreUnavailableError)) return app.log.warn({ err: error }, `${what} failed`);
+      metrics.quota.storeErrors.inc({ operation: 'usage_flush' });
+      health.failed(error);
     },
     onInvalid: (detail) => app.log.warn(detail, 'usage value refused (counted as 0)'),
   }).start();
-  app.addHook('onClose', () => meter.close());
+  app.addHook('onClose', async () => {
+    await meter.close();
+    const lost = meter.buffered;
+    if (lost > 0) {
+      app.log.warn({ usage_records_lost: lost }, `${lost} usage records could not be written to the store and are lost (the store was unreachable at shutdown)`);
+    } else {
+      app.log.info('usage records all written to the store');
+    }
+  });
   return meter;
 }

@@ -7,32 +7,58 @@ import { Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';
 
+/** A listener that could not open: one line naming the port and the variable that sets it. */
+class ListenError extends Error {}
+
+async function listening<T>(what: string, variable: string, host: string, port: number, open: () => Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const where = `${host}:${port}`;
+    if (code === 'EADDRINUSE') throw new ListenError(`${what} port ${where} is already in use (${variable}); stop what holds it or choose another port`);
+    if (code === 'EACCES') throw new ListenError(`${what} port ${where} needs privileges this process lacks (${variable}); use a port above 1023`);
+    if (code === 'EADDRNOTAVAIL') throw new ListenError(`${what} address ${host} is not an address of this machine (HOST)`);
+    throw error;
+  }
+}
+
 async function main(): Promise<void> {
   const settings = readProcessSettings();
   const logger = createLogger(settings.logLevel);
   const config = await loadConfigFile(settings.configPath);
   if (settings.drainTimeoutMs !== undefined) config.server.drain_timeout_ms = settings.drainTimeoutMs;
 
-  const { store, connected } = await createStore({
-    redisUrl: settings.redisUrl,
-    redisMode: settings.redisMode,
-    commandTimeoutMs: config.redis.command_timeout_ms,
-    keyPrefix: config.redis.key_prefix,
-  });
+  const { store, health } = await createStore(
+    {
+      redisUrl: settings.redisUrl,
+      redisMode: settings.redisMode,
+      redisSentinelMaster: settings.redisSentinelMaster,
+      redisSentinelPassword: settings.redisSentinelPassword,
+      commandTimeoutMs: config.redis.command_timeout_ms,
+      keyPrefix: config.redis.key_prefix,
+    },
+    logger,
+  );
   if (store.kind === 'memory') {
     logger.warn('REDIS_URL is not set: using the in-memory store (one process only, data is lost on restart)');
-  } else if (!connected) {
-    logger.warn('Redis is not reachable yet: serving not-ready until it is');
   }
 
   const metrics = new Metrics({ projectLabel: config.metrics.project_label });
   const serveMetrics = settings.metricsPort === 0;
-  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, metrics, serveMetrics });
+  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, metrics, serveMetrics, storeHealth: health });
   if (!settings.adminToken) logger.info('NOVA_ADMIN_TOKEN is not set: the admin API is disabled');
 
-  await app.listen({ host: settings.host, port: settings.port });
-  const metricsServer = serveMetrics ? undefined : await startMetricsServer(metrics.registry, settings.host, settings.metricsPort);
-  logger.info({ models: config.models.map((model) => model.id), store: store.kind }, 'nova-gateway ready');
+  const { host, port, metricsPort } = settings;
+  await listening('HTTP', 'PORT', host, port, () => app.listen({ host, port }));
+  const metricsServer = serveMetrics
+    ? undefined
+    : await listening('metrics', 'METRICS_PORT', host, metricsPort, () => startMetricsServer(metrics.registry, host, metricsPort));
+  if (!serveMetrics) logger.info({ metrics_port: metricsPort }, `metrics at http://${host}:${metricsPort}/metrics`);
+  // "ready" means what /readyz means: listening and the store reachable.
+  const announceReady = () => logger.info({ models: config.models.map((model) => model.id), store: store.kind }, 'nova-gateway ready');
+  if (health.reachable) announceReady();
+  else health.once('up', announceReady);
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -45,6 +71,7 @@ async function main(): Promise<void> {
     if (ctx.lifecycle.inFlight > 0) logger.warn({ in_flight: ctx.lifecycle.inFlight }, 'drain timeout reached; closing anyway');
     await app.close();
     metricsServer?.close();
+    health.close();
     await store.close();
     logger.info('stopped');
     await flushLogger(logger);
@@ -55,7 +82,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const message = error instanceof ConfigError ? error.message : (error as Error).stack ?? String(error);
+  const oneLine = error instanceof ConfigError || error instanceof ListenError;
+  const message = oneLine ? (error as Error).message : (error as Error).stack ?? String(error);
   console.error(`nova-gateway failed to start: ${message}`);
   process.exit(1);
 });

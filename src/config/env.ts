@@ -5,13 +5,19 @@ export interface ProcessSettings {
   port: number;
   metricsPort: number;
   redisUrl: string | undefined;
-  redisMode: 'standalone' | 'cluster';
+  redisMode: RedisMode;
+  /** REDIS_SENTINEL_MASTER: the master group the sentinels watch (sentinel mode only). */
+  redisSentinelMaster: string | undefined;
+  /** REDIS_SENTINEL_PASSWORD: the sentinels' own password, when they have one. */
+  redisSentinelPassword: string | undefined;
   configPath: string;
   adminToken: string | undefined;
   logLevel: string;
   drainTimeoutMs: number | undefined;
 }
 
+export type RedisMode = 'standalone' | 'cluster' | 'sentinel';
+const REDIS_MODES: RedisMode[] = ['standalone', 'cluster', 'sentinel'];
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -27,9 +33,15 @@ function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
 /** Reads the environment variables of DESIGN.md section 2; a bad value names the variable. */
 export function readProcessSettings(env: NodeJS.ProcessEnv = process.env): ProcessSettings {
   const redisUrl = env.REDIS_URL || undefined;
-  const redisMode = (env.REDIS_MODE || 'standalone') as ProcessSettings['redisMode'];
-  if (redisMode !== 'standalone' && redisMode !== 'cluster') {
-    throw new ConfigError('environment variable REDIS_MODE must be "standalone" or "cluster"');
+  const redisMode = (env.REDIS_MODE || 'standalone') as RedisMode;
+  if (!REDIS_MODES.includes(redisMode)) {
+    throw new ConfigError('environment variable REDIS_MODE must be "standalone", "cluster" or "sentinel"');
+  }
+  const redisSentinelMaster = env.REDIS_SENTINEL_MASTER || undefined;
+  if (redisMode === 'sentinel' && (redisUrl === undefined || redisSentinelMaster === undefined)) {
+    throw new ConfigError(
+      'REDIS_MODE=sentinel needs REDIS_URL (the sentinels, e.g. redis://sentinel-0:26379,redis://sentinel-1:26379) and REDIS_SENTINEL_MASTER (the master group name)',
+    );
   }
   if (redisUrl !== undefined) {
     for (const url of redisUrl.split(',')) {
@@ -59,6 +71,8 @@ export function readProcessSettings(env: NodeJS.ProcessEnv = process.env): Proce
     metricsPort: port(env, 'METRICS_PORT', 9464),
     redisUrl,
     redisMode,
+    redisSentinelMaster,
+    redisSentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
     configPath: env.NOVA_CONFIG || 'config/gateway.yaml',
     adminToken,
     logLevel,

@@ -29,10 +29,11 @@ export function toApiError(error: unknown, bodyLimit: number): ApiError {
 export function installErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error, bodyLimit);
-    if (apiError.statusCode >= 500 && !(error instanceof ApiError)) {
+    if (error instanceof StoreUnavailableError) {
+      // The outage itself is logged once (StoreHealth); each request is counted in nova_redis_errors_total.
+      request.log.debug({ cause: (error.cause as Error | undefined)?.message }, 'store unavailable');
+    } else if (apiError.statusCode >= 500 && !(error instanceof ApiError)) {
       request.log.error({ err: error }, 'request failed');
-    } else if (error instanceof StoreUnavailableError) {
-      request.log.warn({ err: error.cause }, 'store unavailable');
     }
     reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
   });

@@ -4,6 +4,7 @@ import { HttpMetrics } from './http-metrics.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { UsageMetrics } from './usage-metrics.js';
 import { ModelTrafficMetrics } from './model-traffic-metrics.js';
+import { StoreMetrics } from './store-metrics.js';
 
 /** The process's Prometheus registry; instrument groups register on it. */
 export class Metrics {
@@ -13,6 +14,7 @@ export class Metrics {
   readonly quota: QuotaMetrics;
   readonly usage: UsageMetrics;
   readonly modelTraffic: ModelTrafficMetrics;
+  readonly store: StoreMetrics;
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
   constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {
@@ -23,5 +25,6 @@ export class Metrics {
     this.quota = new QuotaMetrics(this.registry, projectLabel);
     this.usage = new UsageMetrics(this.registry, projectLabel);
     this.modelTraffic = new ModelTrafficMetrics(this.registry);
+    this.store = new StoreMetrics(this.registry);
   }
 }

@@ -123,6 +123,8 @@ describe('environment variables', () => {
       metricsPort: 9464,
       redisUrl: undefined,
       redisMode: 'standalone',
+      redisSentinelMaster: undefined,
+      redisSentinelPassword: undefined,
       configPath: 'config/gateway.yaml',
       adminToken: undefined,
       logLevel: 'info',
@@ -135,11 +137,18 @@ describe('environment variables', () => {
     [{ METRICS_PORT: '70000' }, /METRICS_PORT/],
     [{ REDIS_URL: 'http://redis:6379' }, /REDIS_URL/],
     [{ REDIS_MODE: 'sentinel-ish' }, /REDIS_MODE/],
+    [{ REDIS_MODE: 'sentinel', REDIS_URL: 'redis://127.0.0.1:26379' }, /REDIS_SENTINEL_MASTER/],
+    [{ REDIS_MODE: 'sentinel', REDIS_SENTINEL_MASTER: 'nova' }, /REDIS_URL/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
     [{ NOVA_ADMIN_TOKEN: 'short' }, /NOVA_ADMIN_TOKEN/],
     [{ NOVA_DRAIN_TIMEOUT_MS: '-1' }, /NOVA_DRAIN_TIMEOUT_MS/],
   ])('refuses %o naming the variable', (env, message) => {
     expect(() => readProcessSettings(env)).toThrow(message);
+  });
+
+  it('reads the sentinel settings', () => {
+    const env = { REDIS_MODE: 'sentinel', REDIS_URL: 'redis://127.0.0.1:26379,redis://127.0.0.1:26380', REDIS_SENTINEL_MASTER: 'nova' };
+    expect(readProcessSettings(env)).toMatchObject({ redisMode: 'sentinel', redisSentinelMaster: 'nova', redisSentinelPassword: undefined });
   });
 
   it('never echoes the value of a bad variable', () => {

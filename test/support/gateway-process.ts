@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -7,6 +7,20 @@ import { freePort } from './redis-server.js';
 import type { TestProject } from './test-app.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
+
+/** A config with the echo model and short store timings, for tests that take Redis away. */
+export function echoConfig(options: { commandTimeoutMs: number; flushIntervalMs: number }): string {
+  return [
+    'models:',
+    '  - id: echo-1',
+    '    provider: echo',
+    'redis:',
+    `  command_timeout_ms: ${options.commandTimeoutMs}`,
+    'usage:',
+    `  flush_interval_ms: ${options.flushIntervalMs}`,
+    '',
+  ].join('\n');
+}
 
 /** The real server process (src/server.ts through tsx), with its log lines kept for inspection. */
 export class GatewayProcess {
@@ -20,6 +34,8 @@ export class GatewayProcess {
   private constructor(
     readonly child: ChildProcess,
     readonly port: number,
+    /** The temporary config directory, removed when the process exits. */
+    private readonly configDir: string | undefined,
   ) {
     const collect = (chunk: Buffer) => this.logs.push(...chunk.toString('utf8').split('\n').filter(Boolean));
     child.stdout?.on('data', collect);
@@ -27,12 +43,14 @@ export class GatewayProcess {
     this.exited = new Promise((resolve) =>
       child.once('exit', (code) => {
         this.exitCode = code;
+        if (this.configDir) rmSync(this.configDir, { recursive: true, force: true });
         resolve(code);
       }),
     );
   }
 
-  static async start(options: { env?: Record<string, string>; configYaml?: string } = {}): Promise<GatewayProcess> {
+  /** `waitForReady: false` returns as soon as the process is spawned (start-up and failure tests). */
+  static async start(options: { env?: Record<string, string>; configYaml?: string; waitForReady?: boolean } = {}): Promise<GatewayProcess> {
     const port = await freePort();
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
@@ -42,16 +60,18 @@ export class GatewayProcess {
       LOG_LEVEL: 'info',
       ...options.env,
     };
-    if (options.configYaml) {
-      const path = join(mkdtempSync(join(tmpdir(), 'nova-config-')), 'gateway.yaml');
-      writeFileSync(path, options.configYaml);
-      env.NOVA_CONFIG = path;
+    const configDir = options.configYaml ? mkdtempSync(join(tmpdir(), 'nova-config-')) : undefined;
+    if (configDir) {
+      env.NOVA_CONFIG = join(configDir, 'gateway.yaml');
+      writeFileSync(env.NOVA_CONFIG, options.configYaml!);
     }
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const gateway = new GatewayProcess(child, port);
+    // NOVA_GATEWAY_NODE: another Node binary for the server (CI runs the e2e suites on Node 22 this way).
+    const node = process.env.NOVA_GATEWAY_NODE || process.execPath;
+    const child = spawn(node, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const gateway = new GatewayProcess(child, Number(env.PORT), configDir);
     gateway.metricsPort = Number(env.METRICS_PORT);
     gateway.adminToken = env.NOVA_ADMIN_TOKEN;
-    await gateway.waitUntilReady();
+    if (options.waitForReady ?? true) await gateway.waitUntilReady();
     return gateway;
   }
 
@@ -91,15 +111,17 @@ export class GatewayProcess {
     throw new Error(`gateway not ready after ${timeoutMs} ms:\n${this.logs.join('\n')}`);
   }
 
-  /** Waits for a log line (lines are written asynchronously, after the response). */
-  async waitForLog(predicate: (line: string) => boolean, timeoutMs = 5000): Promise<string> {
+  /** Waits for a log line (stdout or stderr; lines are written asynchronously, after the response) and returns it. */
+  async waitForLog(match: RegExp | ((line: string) => boolean), timeoutMs = 15_000): Promise<string> {
+    const test = typeof match === 'function' ? match : (line: string) => match.test(line);
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const line = this.logs.find(predicate);
+      const line = this.logs.find(test);
       if (line !== undefined) return line;
+      if (this.exitCode !== undefined) break;
       await sleep(25);
     }
-    throw new Error(`no such log line after ${timeoutMs} ms`);
+    throw new Error(`no log line matching ${String(match)} (exit ${this.exitCode}):\n${this.logs.join('\n')}`);
   }
 
   signal(signal: NodeJS.Signals): void {

@@ -103,6 +103,9 @@ Deployment so that `helm template`, `lint` and `install` all fail early with a c
 {{- fail "autoscaling.enabled needs Redis (redis.url or redis.existingSecret): without it every pod has its own in-memory store" }}
 {{- end }}
 {{- end }}
+{{- if and (eq $v.redis.mode "sentinel") (not $v.redis.sentinelMaster) }}
+{{- fail "redis.mode sentinel needs redis.sentinelMaster (REDIS_SENTINEL_MASTER, the master group the sentinels watch)" }}
+{{- end }}
 {{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
 {{- end }}
@@ -130,4 +133,12 @@ app.kubernetes.io/name: {{ printf "%s-test" (include "nova-gateway.name" .) | tr
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: test
+{{- end }}
+
+{{/*
+PromQL label matchers picking this release's gateway series: prometheusRule.selector, else the
+job the ServiceMonitor gives them (the Service name) and the release namespace.
+*/}}
+{{- define "nova-gateway.metricSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "job=\"%s\", namespace=\"%s\"" (include "nova-gateway.fullname" .) .Release.Namespace) -}}
 {{- end }}

@@ -4,9 +4,19 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 export type RedisClient = Redis | Cluster;
 
 export interface RedisConnectOptions {
+  /** One URL (standalone), or a comma-separated list: cluster seed nodes, or the sentinels. */
   url: string;
-  mode: 'standalone' | 'cluster';
+  mode: 'standalone' | 'cluster' | 'sentinel';
   commandTimeoutMs: number;
+  /** Sentinel mode: the master group name the sentinels watch. */
+  sentinelMaster?: string;
+  /** Sentinel mode: the sentinels' password (the URL's credentials are the master's). */
+  sentinelPassword?: string;
+}
+
+interface Endpoint {
+  host: string;
+  port: number;
 }
 
 /**
@@ -23,24 +33,59 @@ function baseOptions(commandTimeoutMs: number): RedisOptions {
   };
 }
 
+function urlsOf(list: string): URL[] {
+  return list.split(',').map((entry) => new URL(entry.trim()));
+}
+
+function endpointsOf(list: string, defaultPort: number): Endpoint[] {
+  return urlsOf(list).map((url) => ({ host: url.hostname, port: Number(url.port || defaultPort) }));
+}
+
+/** Credentials and TLS of the first URL of a list (cluster seeds, sentinels). */
+function authOf(url: URL): Pick<RedisOptions, 'username' | 'password' | 'tls'> {
+  return {
+    username: url.username ? decodeURIComponent(url.username) : undefined,
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    tls: url.protocol === 'rediss:' ? {} : undefined,
+  };
+}
+
+/** Where the store lives, for log lines: host:port list, never credentials. */
+export function describeRedisTarget(options: Pick<RedisConnectOptions, 'url' | 'mode' | 'sentinelMaster'>): string {
+  const defaultPort = options.mode === 'sentinel' ? 26379 : 6379;
+  const hosts = endpointsOf(options.url, defaultPort).map(({ host, port }) => `${host}:${port}`).join(',');
+  if (options.mode === 'sentinel') return `master "${options.sentinelMaster}" via sentinels ${hosts}`;
+  if (options.mode === 'cluster') return `cluster ${hosts}`;
+  return hosts;
+}
+
 export function createRedisClient(options: RedisConnectOptions): RedisClient {
   const base = baseOptions(options.commandTimeoutMs);
   if (options.mode === 'cluster') {
-    const seeds = options.url.split(',').map((seed) => {
-      const url = new URL(seed.trim());
-      return { host: url.hostname, port: Number(url.port || 6379) };
-    });
-    const first = new URL(options.url.split(',')[0]!.trim());
-    return new Cluster(seeds, {
+    return new Cluster(endpointsOf(options.url, 6379), {
       enableOfflineQueue: false,
       scaleReads: 'master',
       clusterRetryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2000),
-      redisOptions: {
-        ...base,
-        username: first.username || undefined,
-        password: first.password ? decodeURIComponent(first.password) : undefined,
-        tls: first.protocol === 'rediss:' ? {} : undefined,
-      },
+      redisOptions: { ...base, ...authOf(urlsOf(options.url)[0]!) },
+    });
+  }
+  if (options.mode === 'sentinel') {
+    const first = urlsOf(options.url)[0]!;
+    const tls = first.protocol === 'rediss:';
+    return new Redis({
+      ...base,
+      ...authOf(first),
+      sentinels: endpointsOf(options.url, 26379),
+      name: options.sentinelMaster,
+      sentinelPassword: options.sentinelPassword,
+      enableTLSForSentinelMode: tls,
+      sentinelTLS: tls ? {} : undefined,
+      // Sentinel retries forever (the master may be mid-failover), at the pace of the normal strategy.
+      sentinelRetryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2000),
+      // Subscribes to +switch-master, so a failover is followed before the old master's socket times out.
+      failoverDetector: true,
+      // A demoted master answers READONLY: reconnect through the sentinels to the new one.
+      reconnectOnError: (error) => error.message.startsWith('READONLY'),
     });
   }
   return new Redis(options.url, base);

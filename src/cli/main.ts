@@ -1,0 +1,85 @@
+import { parseArgs } from 'node:util';
+import { commands, type Flags } from './commands.js';
+import { CliError, GatewayClient } from './gateway-client.js';
+
+export const USAGE = `nova-gateway: manage projects, keys, limits and usage through a running gateway
+
+usage: nova-gateway [--url URL] [--admin-token TOKEN] [--api-key KEY] [--json] <command>
+
+admin token (--admin-token or NOVA_ADMIN_TOKEN):
+  projects create <name> [--environment ENV] [--requests-per-minute N] [--burst-limit N]
+  projects list [--limit N] [--cursor C]
+  projects get <project_id>
+  projects delete <project_id> --yes
+  keys create <project_id> <name>
+
+the project's API key (--api-key or NOVA_API_KEY):
+  keys list <project_id> [--limit N] [--cursor C]
+  keys rotate <api_key_id> [--grace-period SECONDS] [--reason TEXT]
+  keys revoke <api_key_id>
+  policy set <project_id> [--requests-per-minute N] [--burst-limit N]
+  usage <project_id> [--start-time ISO] [--end-time ISO] [--bucket-width 1m|1h|1d]
+
+--url defaults to NOVA_URL, else http://127.0.0.1:8080. --json prints the gateway's reply as is.
+Exit codes: 0 done, 1 the gateway refused or could not be reached, 2 wrong usage.
+`;
+
+const OPTIONS = {
+  url: { type: 'string' },
+  'admin-token': { type: 'string' },
+  'api-key': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  yes: { type: 'boolean' },
+  environment: { type: 'string' },
+  'requests-per-minute': { type: 'string' },
+  'burst-limit': { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  'grace-period': { type: 'string' },
+  reason: { type: 'string' },
+  'start-time': { type: 'string' },
+  'end-time': { type: 'string' },
+  'bucket-width': { type: 'string' },
+} as const;
+
+export interface CliIo {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** Runs one CLI invocation; returns the exit code. Never prints a stack or a secret it was given. */
+export async function main(argv: string[], env: NodeJS.ProcessEnv, io: CliIo): Promise<number> {
+  try {
+    let parsed;
+    try {
+      parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    } catch (error) {
+      throw new CliError(`${(error as Error).message}\n\n${USAGE}`, 2);
+    }
+    const { values, positionals } = parsed;
+    if (values.help || positionals.length === 0) {
+      io.out(USAGE);
+      return values.help ? 0 : 2;
+    }
+    const [group, action, ...rest] = positionals;
+    const name = commands[`${group} ${action}`] ? `${group} ${action}` : group!;
+    const command = commands[name];
+    if (!command) throw new CliError(`unknown command: ${positionals.slice(0, 2).join(' ')}\n\n${USAGE}`, 2);
+    const args = name === group ? positionals.slice(1) : rest;
+    const client = new GatewayClient({
+      url: values.url ?? env.NOVA_URL ?? 'http://127.0.0.1:8080',
+      adminToken: values['admin-token'] ?? env.NOVA_ADMIN_TOKEN,
+      apiKey: values['api-key'] ?? env.NOVA_API_KEY,
+    });
+    await command({ client, flags: values as Flags, args, print: io.out });
+    return 0;
+  } catch (error) {
+    if (error instanceof CliError) {
+      io.err(`nova-gateway: ${error.message}\n`);
+      return error.exitCode;
+    }
+    io.err(`nova-gateway: unexpected failure: ${(error as Error).message}\n`);
+    return 1;
+  }
+}

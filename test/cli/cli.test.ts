@@ -1,0 +1,198 @@
+import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { GatewayProcess } from '../support/gateway-process.js';
+import { freePort } from '../support/redis-server.js';
+import { ADMIN_TOKEN } from '../support/test-app.js';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The CLI as a user runs it: its own process, settings from env and flags. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+describe('nova-gateway CLI against the running gateway', () => {
+  let gateway: GatewayProcess;
+  let admin: Record<string, string>;
+  let projectId: string;
+  let secret: string;
+  let defaultKeyId: string;
+
+  beforeAll(async () => {
+    gateway = await GatewayProcess.start({
+      env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN, LOG_LEVEL: 'warn' },
+      configYaml: `models:\n  - id: echo-1\n    provider: echo\nredis:\n  key_prefix: cli-${Date.now()}\nusage:\n  flush_interval_ms: 100\n`,
+    });
+    admin = { NOVA_URL: gateway.url, NOVA_ADMIN_TOKEN: ADMIN_TOKEN };
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+  });
+
+  it('projects create: prints the project and its first key secret once', async () => {
+    const human = await cli(['projects', 'create', 'cli human', '--environment', 'staging'], admin);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^project proj_\w+\n {2}name: {8}cli human\n {2}environment: staging\n/);
+    expect(human.stdout).toMatch(/first API key key_\w+ \(default\)\nsecret: nova_sk_\w+/);
+
+    const json = await cli(['projects', 'create', 'cli', '--requests-per-minute', '600', '--burst-limit', '10', '--json'], admin);
+    expect(json.code).toBe(0);
+    const project = JSON.parse(json.stdout);
+    expect(project).toMatchObject({ name: 'cli', rate_limits: { requests_per_minute: 600, burst_limit: 10 } });
+    projectId = project.id;
+    secret = project.api_key.secret;
+    defaultKeyId = project.api_key.id;
+  });
+
+  it('takes the URL and token from flags as well as env', async () => {
+    const run = await cli(['--url', gateway.url, '--admin-token', ADMIN_TOKEN, 'keys', 'create', projectId, 'from flags']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^created API key key_\w+ \(from flags\) in proj_/);
+  });
+
+  it('keys create / list / rotate / revoke', async () => {
+    const project = { NOVA_URL: gateway.url, NOVA_API_KEY: secret };
+    const created = JSON.parse((await cli(['keys', 'create', projectId, 'ci', '--json'], admin)).stdout);
+    expect(created.secret).toMatch(/^nova_sk_/);
+
+    const list = await cli(['keys', 'list', projectId], project);
+    expect(list.code).toBe(0);
+    const [header, rule, ...rows] = list.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^id\s+name\s+key\s+created_at\s+expires_at\s+last_used_at$/);
+    expect(rule).toMatch(/^-+( +-+){5}$/);
+    expect(rows.map((row) => row.split(/\s{2,}/)[1])).toEqual(['ci', 'from flags', 'default']);
+    expect(list.stdout).not.toContain(created.secret);
+
+    const rotated = await cli(['keys', 'rotate', defaultKeyId, '--grace-period', '60', '--json'], project);
+    expect(rotated.code).toBe(0);
+    const rotation = JSON.parse(rotated.stdout);
+    expect(rotation.secret).not.toBe(secret);
+    expect(rotation.previous_secret_expires_at).not.toBeNull();
+    secret = rotation.secret;
+
+    const revoked = await cli(['keys', 'revoke', created.id], { NOVA_URL: gateway.url, NOVA_API_KEY: secret });
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toMatch(new RegExp(`^revoked API key ${created.id} \\(ci\\) at \\d{4}-`));
+    const after = await cli(['keys', 'list', projectId, '--json'], { NOVA_URL: gateway.url, NOVA_API_KEY: secret });
+    expect(JSON.parse(after.stdout).data.map((key: { name: string }) => key.name)).toEqual(['from flags', 'default']);
+  });
+
+  it('policy set changes the rate limits', async () => {
+    const run = await cli(['policy', 'set', projectId, '--requests-per-minute', '120', '--burst-limit', '5'], {
+      NOVA_URL: gateway.url,
+      NOVA_API_KEY: secret,
+    });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe(`rate limits of ${projectId}: 120/min, burst 5\n`);
+    const none = await cli(['policy', 'set', projectId], { NOVA_URL: gateway.url, NOVA_API_KEY: secret });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('--requests-per-minute');
+  });
+
+  it('usage prints a table of what the project consumed', async () => {
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'echo-1', messages: [{ role: 'user', content: 'count me' }] }),
+      });
+      expect(response.status).toBe(200);
+    }
+    await sleep(500); // usage.flush_interval_ms is 100
+    const env = { NOVA_URL: gateway.url, NOVA_API_KEY: secret };
+    const json = JSON.parse((await cli(['usage', projectId, '--json'], env)).stdout);
+    expect(json.tokens.total).toBeGreaterThan(0);
+    const run = await cli(['usage', projectId, '--bucket-width', '1h'], env);
+    expect(run.code).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(new RegExp(`^usage of ${projectId} from \\S+ to \\S+ \\(minute buckets\\)$`));
+    expect(lines[1]).toMatch(/^start\s+requests\s+prompt tokens\s+completion tokens\s+total tokens\s+images\s+audio s$/);
+    const total = lines.find((line) => line.startsWith('total'))!.split(/\s+/);
+    // The CLI's own usage read is admitted too, so it may count one more request than the JSON read did.
+    expect(Number(total[1])).toBeGreaterThanOrEqual(json.requests);
+    expect(Number(total[4])).toBe(json.tokens.total);
+    expect(lines.filter((line) => /^\d{4}-/.test(line)).length).toBeGreaterThanOrEqual(1);
+    expect(lines.at(-1)).toMatch(/^storage: \d+ bytes$/);
+  });
+
+  it('says plainly when the admin token is wrong, without echoing it', async () => {
+    const run = await cli(['projects', 'create', 'x'], { NOVA_URL: gateway.url, NOVA_ADMIN_TOKEN: 'wrong-token-0123456789' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe('nova-gateway: the gateway refused the admin token (401 invalid_api_key): check --admin-token / NOVA_ADMIN_TOKEN\n');
+    expect(run.stdout).toBe('');
+  });
+
+  it('says plainly when the API key is wrong or missing', async () => {
+    const wrong = await cli(['keys', 'list', projectId], { NOVA_URL: gateway.url, NOVA_API_KEY: 'nova_sk_not_a_real_key' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/^nova-gateway: the gateway refused the project's API key \(401 \w+\): check --api-key \/ NOVA_API_KEY\n$/);
+    const missing = await cli(['keys', 'list', projectId], { NOVA_URL: gateway.url });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe("nova-gateway: this command needs the project's API key: pass --api-key or set NOVA_API_KEY\n");
+  });
+
+  it('says plainly when the gateway cannot be reached', async () => {
+    const port = await freePort();
+    const run = await cli(['projects', 'create', 'x'], { NOVA_URL: `http://127.0.0.1:${port}`, NOVA_ADMIN_TOKEN: ADMIN_TOKEN });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(
+      `nova-gateway: cannot reach the gateway at http://127.0.0.1:${port} (connection refused): check --url / NOVA_URL and that the gateway runs\n`,
+    );
+  });
+
+  it('refuses unknown commands and flags with the usage text (exit 2)', async () => {
+    const unknown = await cli(['projects', 'explode'], admin);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^nova-gateway: unknown command: projects explode\n\nnova-gateway: manage projects/);
+    const flag = await cli(['projects', 'list', '--colour'], admin);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("Unknown option '--colour'");
+  });
+
+  it('projects list pages newest first, get shows the policy and keys, delete asks for --yes then deletes', async () => {
+    const older = await gateway.createProject({ name: 'cli older', environment: 'staging', requests_per_minute: 120, burst_limit: 4 });
+    await sleep(5);
+    const newer = await gateway.createProject({ name: 'cli newer' });
+    const first = await cli(['projects', 'list', '--limit', '2'], admin);
+    expect(first.code).toBe(0);
+    const lines = first.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^id\s+name\s+environment\s+created_at\s+rpm\s+burst\s+keys$/);
+    expect(lines[2]).toMatch(new RegExp(`^${newer.projectId}\\s+cli newer\\s+-\\s+`));
+    expect(lines[3]).toMatch(new RegExp(`^${older.projectId}\\s+cli older\\s+staging\\s+\\S+\\s+120\\s+4\\s+`));
+    const cursor = /^more: --cursor (\S+)$/.exec(lines.at(-1)!)![1]!;
+    const second = await cli(['projects', 'list', '--limit', '2', '--cursor', cursor], admin);
+    expect(second.code).toBe(0);
+    expect(second.stdout).not.toContain(newer.projectId);
+    expect(second.stdout).not.toContain(older.projectId);
+
+    const shown = await cli(['projects', 'get', older.projectId], admin);
+    expect(shown.stdout).toContain(`project ${older.projectId}`);
+    expect(shown.stdout).toMatch(/rate limits: 120\/min, burst 4/);
+    expect(shown.stdout).toMatch(/keys:\s+1/);
+
+    const unconfirmed = await cli(['projects', 'delete', older.projectId], admin);
+    expect(unconfirmed.code).toBe(2);
+    expect((await cli(['projects', 'get', older.projectId], admin)).code).toBe(0);
+    const deleted = await cli(['projects', 'delete', older.projectId, '--yes'], admin);
+    expect(deleted).toMatchObject({ code: 0, stdout: `deleted project ${older.projectId}\n` });
+    const missing = await cli(['projects', 'get', older.projectId], admin);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('nova-gateway: No such project. (404 resource_not_found, param: project_id)\n');
+  });
+});
