@@ -17,7 +17,7 @@ conversations:
 describe('models[].fallbacks and conversations config', () => {
   it('builds targets in order; a fallback inherits upstream_model and timeout_ms', async () => {
     const config = parseConfigText(yaml('      - upstream: http://b:8000/v1?x=1\n      - upstream: http://c/v1\n        upstream_model: other\n        api_key_env: K'), { K: 'secret' });
-    expect(config.conversations).toEqual({ retention_seconds: 3600, max_messages: 1000, store_default: false });
+    expect(config.conversations).toEqual({ retention_seconds: 3600, max_messages: 1000, store_default: false, max_bytes_per_project: 52_428_800 });
     const registry = new ModelRegistry(config.models, { K: 'secret' });
     const targets = registry.get('m')!.targets;
     expect(targets.map((target) => (target.kind === 'http' ? [target.label, upstreamPath(target, '/chat/completions'), target.upstreamModel, target.timeoutMs, target.authorization] : []))).toEqual([
