@@ -2,6 +2,7 @@ import type { Authenticator } from './auth/authenticator.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Admission } from './quota/admission.js';
+import type { ManagementLimit } from './quota/management-limit.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import type { KeyPrincipal, Store } from './store/types.js';
 import type { ModelRegistry } from './upstream/model-registry.js';
@@ -24,6 +25,8 @@ export interface AppContext {
   metrics: Metrics;
   /** Per-project rate limiting (src/quota/admission.ts). */
   admission: Admission;
+  /** Per-project limit of management routes (src/quota/management-limit.ts). */
+  managementLimit: ManagementLimit;
   /** Models of the config with their upstream targets and connection pools. */
   models: ModelRegistry;
 }

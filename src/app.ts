@@ -18,6 +18,7 @@ import { StoreUnavailableError, type Store } from './store/types.js';
 import { Metrics } from './metrics/metrics.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import { Admission } from './quota/admission.js';
+import { ManagementLimit } from './quota/management-limit.js';
 import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
 import { ModelRegistry } from './upstream/model-registry.js';
@@ -85,6 +86,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       metrics: metrics.quota,
       onStoreError: (error) => app.log.warn({ err: error }, 'rate limiter store unavailable: using the per-replica fallback'),
     }),
+    managementLimit: new ManagementLimit(
+      store.createLimiter({
+        keyPrefix: 'management',
+        points: config.rate_limits.management_requests_per_minute,
+        durationSeconds: config.rate_limits.window_seconds,
+      }),
+      config.rate_limits.management_requests_per_minute,
+    ),
     models: new ModelRegistry(config.models, deps.env ?? process.env),
   };
   app.addHook('onClose', async () => ctx.models.close());

@@ -18,7 +18,7 @@ export interface GatewayConfig {
   conversations: { retention_seconds: number; max_messages: number; store_default: boolean };
   upstream: { max_sse_event_bytes: number; max_json_reply_bytes: number };
   responses: { retention_seconds: number };
-  rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
+  rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number; management_requests_per_minute: number };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
 }
@@ -56,6 +56,7 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       window_seconds: raw.rate_limits?.window_seconds ?? 60,
       burst_window_seconds: raw.rate_limits?.burst_window_seconds ?? 600,
       fallback_share: raw.rate_limits?.fallback_share ?? 0.5,
+      management_requests_per_minute: raw.rate_limits?.management_requests_per_minute ?? 1200,
     },
     usage: {
       minute_retention_hours: raw.usage?.minute_retention_hours ?? 48,

@@ -122,6 +122,8 @@ export const GatewayConfigSchema = Type.Object(
           window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3600 })),
           burst_window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 })),
           fallback_share: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+          // Per-project limit of management routes (keys, projects, usage, …), apart from the model policy.
+          management_requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
         },
         { additionalProperties: false },
       ),

@@ -1,5 +1,8 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 
+/** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total). */
+export type LimitKind = 'requests' | 'tokens' | 'concurrency' | 'budget' | 'management';
+
 /** Admission decisions, refusals and the Redis trouble behind fallbacks. */
 export class QuotaMetrics {
   readonly decisions: Counter<'result' | 'source'>;
@@ -13,14 +16,14 @@ export class QuotaMetrics {
   ) {
     this.decisions = new Counter({
       name: 'nova_rate_limit_decisions_total',
-      help: 'Admission decisions by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
+      help: 'Admission decisions of model routes by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
       labelNames: ['result', 'source'],
       registers: [registry],
     });
     this.refusals = new Counter({
       name: 'nova_rate_limit_refusals_total',
-      help: 'Requests refused with 429 because the project was over its rate-limit policy.',
-      labelNames: projectLabel ? ['project_id'] : [],
+      help: 'Requests refused with 429, by the limit that refused them (requests, tokens, concurrency, budget, management).',
+      labelNames: projectLabel ? ['limit', 'project_id'] : ['limit'],
       registers: [registry],
     });
     this.fallbackActive = new Gauge({
@@ -30,14 +33,18 @@ export class QuotaMetrics {
     });
     this.storeErrors = new Counter({
       name: 'nova_redis_errors_total',
-      help: 'Store (Redis) operations that failed or timed out, by operation (admission, usage_flush, request).',
+      help: 'Store (Redis) operations that failed or timed out, by operation (admission, settlement, usage_flush, request).',
       labelNames: ['operation'],
       registers: [registry],
     });
   }
 
-  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback'): void {
+  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback', refusedBy: LimitKind = 'requests'): void {
     this.decisions.inc({ result: admitted ? 'admitted' : 'refused', source });
-    if (!admitted) this.refusals.inc(this.projectLabel ? { project_id: projectId } : {});
+    if (!admitted) this.refused(projectId, refusedBy);
+  }
+
+  refused(projectId: string, limit: LimitKind): void {
+    this.refusals.inc(this.projectLabel ? { limit, project_id: projectId } : { limit });
   }
 }

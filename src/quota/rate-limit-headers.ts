@@ -1,4 +1,5 @@
 import type { Admitted } from './admission.js';
+import type { ManagementDecision } from './management-limit.js';
 
 /** `250ms`, `1s`, `1.5s`, `6m0s`: the duration format of OpenAI's x-ratelimit-reset-* headers. */
 export function formatDuration(ms: number): string {
@@ -27,5 +28,20 @@ export function rateLimitHeaders(decision: Admitted, windowSeconds: number, burs
     'x-ratelimit-reset-requests': formatDuration(decision.resetMs),
     'ratelimit-policy': `"requests";q=${policy.requests_per_minute};w=${window}, "burst";q=${policy.burst_limit};w=${burstWindow}`,
     ratelimit: `"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}, "burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`,
+  };
+}
+
+/**
+ * Management routes answer with their own limit: x-ratelimit-*-requests describe the management
+ * window, and the IETF fields name it "management" so a client can tell it from the model policy.
+ */
+export function managementLimitHeaders(decision: ManagementDecision, windowSeconds: number): Record<string, string> {
+  const window = Math.max(1, Math.round(windowSeconds));
+  return {
+    'x-ratelimit-limit-requests': String(decision.limit),
+    'x-ratelimit-remaining-requests': String(decision.remaining),
+    'x-ratelimit-reset-requests': formatDuration(decision.resetMs),
+    'ratelimit-policy': `"management";q=${decision.limit};w=${window}`,
+    ratelimit: `"management";r=${decision.remaining};t=${seconds(decision.resetMs)}`,
   };
 }
