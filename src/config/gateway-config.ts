@@ -1,9 +1,13 @@
-import type { ModelConfig, RateLimitPolicyConfig, RawGatewayConfig } from './schema.js';
+import { fullPolicy, type Ceilings, type RateLimitPolicy } from '../store/policy.js';
+import type { ModelConfig, RawGatewayConfig } from './schema.js';
 
 /** The validated config with every default filled in: what the app is built from. */
 export interface GatewayConfig {
   models: ModelConfig[];
-  defaults: { rate_limits: RateLimitPolicyConfig };
+  /** The policy of new projects: defaults.rate_limits and defaults.budgets together. */
+  defaults: { rate_limits: RateLimitPolicy };
+  /** Default entitlements (the admin API sets them per project). */
+  ceilings: Ceilings;
   server: {
     body_limit_bytes: number;
     audio_upload_limit_bytes: number;
@@ -23,10 +27,22 @@ export interface GatewayConfig {
   metrics: { project_label: boolean };
 }
 
+/**
+ * Without a `ceilings` section a key may raise its request rate and burst to 10,000 and its
+ * token rate to 2,000,000 a minute; the other limits have no ceiling until the operator sets one.
+ */
+const DEFAULT_CEILINGS: Ceilings = { requests_per_minute: 10_000, burst_limit: 10_000, tokens_per_minute: 2_000_000 };
+
 export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
   return {
     models: raw.models,
-    defaults: { rate_limits: raw.defaults?.rate_limits ?? { requests_per_minute: 600, burst_limit: 100 } },
+    defaults: {
+      rate_limits: fullPolicy({
+        ...(raw.defaults?.rate_limits ?? { requests_per_minute: 600, burst_limit: 100 }),
+        ...raw.defaults?.budgets,
+      }),
+    },
+    ceilings: raw.ceilings ?? DEFAULT_CEILINGS,
     server: {
       body_limit_bytes: raw.server?.body_limit_bytes ?? 1024 * 1024,
       audio_upload_limit_bytes: raw.server?.audio_upload_limit_bytes ?? 25 * 1024 * 1024,

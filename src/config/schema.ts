@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 
 const ModelEndpoint = Type.Union([
   Type.Literal('chat'),
@@ -10,10 +10,57 @@ const ModelEndpoint = Type.Union([
   Type.Literal('fine_tuning'),
 ]);
 
+/** Bounds of every policy field, shared by the config, the PATCH route and the admin API. */
+export const POLICY_BOUNDS = {
+  requests_per_minute: { minimum: 1, maximum: 1_000_000 },
+  burst_limit: { minimum: 0, maximum: 1_000_000 },
+  tokens_per_minute: { minimum: 1, maximum: 1_000_000_000_000 },
+  max_concurrent_requests: { minimum: 1, maximum: 1_000_000 },
+  daily_tokens: { minimum: 0, maximum: 1_000_000_000_000_000 },
+  monthly_tokens: { minimum: 0, maximum: 1_000_000_000_000_000 },
+  monthly_cost: { minimum: 0, maximum: 1_000_000_000_000 },
+} as const;
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
 const RateLimitPolicy = Type.Object(
   {
-    requests_per_minute: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
-    burst_limit: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    requests_per_minute: Type.Integer(POLICY_BOUNDS.requests_per_minute),
+    burst_limit: Type.Integer(POLICY_BOUNDS.burst_limit),
+    tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
+    max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
+  },
+  { additionalProperties: false },
+);
+
+const Budgets = Type.Object(
+  {
+    daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
+    monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
+    monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
+  },
+  { additionalProperties: false },
+);
+
+/** Default entitlements: the most a project key may set for itself (null or absent: no ceiling). */
+const CeilingsSchema = Type.Object(
+  {
+    requests_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.requests_per_minute))),
+    burst_limit: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.burst_limit))),
+    tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
+    max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
+    daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
+    monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
+    monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
+  },
+  { additionalProperties: false },
+);
+
+/** Currency units per 1M tokens: enables cost budgets (monthly_cost). */
+export const PricingSchema = Type.Object(
+  {
+    input_per_million: Type.Number({ minimum: 0 }),
+    output_per_million: Type.Number({ minimum: 0 }),
   },
   { additionalProperties: false },
 );
@@ -42,6 +89,7 @@ export const ModelConfigSchema = Type.Object(
     owned_by: Type.Optional(Type.String({ minLength: 1 })),
     endpoints: Type.Optional(Type.Array(ModelEndpoint, { minItems: 1, uniqueItems: true })),
     fallbacks: Type.Optional(Type.Array(FallbackTargetSchema, { maxItems: 8 })),
+    pricing: Type.Optional(PricingSchema),
   },
   { additionalProperties: false },
 );
@@ -50,8 +98,9 @@ export const GatewayConfigSchema = Type.Object(
   {
     models: Type.Array(ModelConfigSchema, { minItems: 1 }),
     defaults: Type.Optional(
-      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy) }, { additionalProperties: false }),
+      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy), budgets: Type.Optional(Budgets) }, { additionalProperties: false }),
     ),
+    ceilings: Type.Optional(CeilingsSchema),
     server: Type.Optional(
       Type.Object(
         {
@@ -154,3 +203,5 @@ export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;
+export type CeilingsConfig = Static<typeof CeilingsSchema>;
+export type PricingConfig = Static<typeof PricingSchema>;

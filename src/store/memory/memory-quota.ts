@@ -1,3 +1,4 @@
+import { fullPolicy } from '../policy.js';
 import type { AdmissionDecision, AdmissionSettings, QuotaStore } from '../quota-types.js';
 import type { RateLimitPolicy } from '../types.js';
 
@@ -57,7 +58,7 @@ export class MemoryQuotaStore implements QuotaStore {
     }
     return {
       allowed,
-      policy: { requests_per_minute: rpm, burst_limit: burst },
+      policy: fullPolicy({ requests_per_minute: rpm, burst_limit: burst }),
       remaining: Math.max(0, rpm - used),
       resetMs: used > 0 ? state.log[used - 1]! + windowMs - now : 0,
       burstRemaining: Math.floor(tokens + 1e-9),

@@ -1,3 +1,4 @@
+import { fullPolicy } from '../policy.js';
 import { randomBase62 } from '../../http/ids.js';
 import type { AdmissionDecision, AdmissionSettings, QuotaStore } from '../quota-types.js';
 import type { RedisClient } from './connect.js';
@@ -102,7 +103,7 @@ export class RedisQuotaStore implements QuotaStore {
     ];
     return {
       allowed: allowed === 1,
-      policy: { requests_per_minute: rpm, burst_limit: burst },
+      policy: fullPolicy({ requests_per_minute: rpm, burst_limit: burst }),
       remaining,
       resetMs,
       burstRemaining,
