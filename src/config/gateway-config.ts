@@ -22,7 +22,16 @@ export interface GatewayConfig {
   conversations: { retention_seconds: number; max_messages: number; store_default: boolean };
   upstream: { max_sse_event_bytes: number; max_json_reply_bytes: number };
   responses: { retention_seconds: number };
-  rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number; management_requests_per_minute: number };
+  rate_limits: {
+    window_seconds: number;
+    burst_window_seconds: number;
+    fallback_share: number;
+    management_requests_per_minute: number;
+    exact_log_max: number;
+    sub_windows: number;
+    lease_ttl_seconds: number;
+    default_max_output_tokens: number;
+  };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
 }
@@ -73,6 +82,10 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       burst_window_seconds: raw.rate_limits?.burst_window_seconds ?? 600,
       fallback_share: raw.rate_limits?.fallback_share ?? 0.5,
       management_requests_per_minute: raw.rate_limits?.management_requests_per_minute ?? 1200,
+      exact_log_max: raw.rate_limits?.exact_log_max ?? 500,
+      sub_windows: raw.rate_limits?.sub_windows ?? 60,
+      lease_ttl_seconds: raw.rate_limits?.lease_ttl_seconds ?? 15,
+      default_max_output_tokens: raw.rate_limits?.default_max_output_tokens ?? 4096,
     },
     usage: {
       minute_retention_hours: raw.usage?.minute_retention_hours ?? 48,

@@ -173,6 +173,13 @@ export const GatewayConfigSchema = Type.Object(
           fallback_share: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
           // Per-project limit of management routes (keys, projects, usage, …), apart from the model policy.
           management_requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+          // The limiter's structure: requests_per_minute up to exact_log_max keeps the exact log; above it,
+          // and for tokens, sub_windows counters per window.
+          exact_log_max: Type.Optional(Type.Integer({ minimum: 0, maximum: 500 })),
+          sub_windows: Type.Optional(Type.Integer({ minimum: 1, maximum: 120 })),
+          lease_ttl_seconds: Type.Optional(Type.Number({ minimum: 1, maximum: 30 })),
+          // The output a request may produce when it names no max_tokens and its model no max_output_tokens (also a cap on the latter).
+          default_max_output_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
         },
         { additionalProperties: false },
       ),

@@ -8,6 +8,7 @@ export type ErrorType =
   | 'permission_error'
   | 'not_found_error'
   | 'rate_limit_error'
+  | 'insufficient_quota'
   | 'upstream_error'
   | 'service_unavailable'
   | 'api_error';
@@ -68,6 +69,18 @@ export const payloadTooLarge = (limitBytes: number) =>
 export const rateLimitExceeded = (retryAfterSeconds: number, message = 'Rate limit exceeded for this project.') =>
   new ApiError(429, 'rate_limit_error', 'rate_limit_exceeded', message, undefined, {
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
+export const concurrencyLimitExceeded = (retryAfterSeconds: number, message: string) =>
+  new ApiError(429, 'rate_limit_error', 'concurrency_limit_exceeded', message, undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
+/** A budget is spent until its period ends: the official SDKs do not retry (x-should-retry: false). */
+export const insufficientQuota = (retryAfterSeconds: number, message: string) =>
+  new ApiError(429, 'insufficient_quota', 'insufficient_quota', message, undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+    'x-should-retry': 'false',
   });
 
 /** The model backend answered with a failure (5xx, or a reply the gateway cannot use). */

@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { RefusedBy } from '../store/quota-types.js';
 
 /** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total). */
 export type LimitKind = 'requests' | 'tokens' | 'concurrency' | 'budget' | 'management';
@@ -39,12 +40,17 @@ export class QuotaMetrics {
     });
   }
 
-  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback', refusedBy: LimitKind = 'requests'): void {
+  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback', refusedBy: RefusedBy | null): void {
     this.decisions.inc({ result: admitted ? 'admitted' : 'refused', source });
-    if (!admitted) this.refused(projectId, refusedBy);
+    if (!admitted) this.refused(projectId, limitKindOf(refusedBy ?? 'requests'));
   }
 
   refused(projectId: string, limit: LimitKind): void {
     this.refusals.inc(this.projectLabel ? { limit, project_id: projectId } : { limit });
   }
+}
+
+export function limitKindOf(refusedBy: RefusedBy): LimitKind {
+  if (refusedBy === 'requests' || refusedBy === 'tokens' || refusedBy === 'concurrency') return refusedBy;
+  return 'budget';
 }

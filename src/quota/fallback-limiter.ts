@@ -25,12 +25,17 @@ export class FallbackLimiter {
     const limiter = this.limiterFor(points, burstPoints);
     const decision = (res: RateLimiterRes, allowed: boolean): AdmissionDecision => ({
       allowed,
+      refusedBy: allowed ? null : 'requests',
       policy,
       remaining: Math.max(0, res.remainingPoints),
       resetMs: res.msBeforeNext,
       burstRemaining: 0,
       burstResetMs: 0,
+      tokensRemaining: 0,
+      tokensResetMs: 0,
+      inFlight: 0,
       retryAfterMs: allowed ? 0 : Math.max(1, res.msBeforeNext),
+      reservation: null,
     });
     try {
       return decision(await limiter.consume(projectId), true);

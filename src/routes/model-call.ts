@@ -42,6 +42,7 @@ export class ModelCall {
     private readonly options: { metersTokens: boolean } = { metersTokens: true },
   ) {
     this.publicModelJson = Buffer.from(JSON.stringify(model.id));
+    request.quota?.claim();
   }
 
   upstreamModelOf(target: Target): string {
@@ -108,6 +109,7 @@ export class ModelCall {
     if (this.finished) return;
     this.finished = true;
     if (!this.options.metersTokens) result = { ...result, promptTokens: 0, completionTokens: 0 };
+    this.request.quota?.settle(result.promptTokens, result.completionTokens);
     const { ctx, model } = this;
     ctx.usage.record({
       projectId: this.projectId,

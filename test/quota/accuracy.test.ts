@@ -33,6 +33,8 @@ describe.each(['redis', 'cluster'] as const)('rate limit accuracy across two rep
     { rpm: 20, burst: 10 },
     { rpm: 50, burst: 0 },
     { rpm: 7, burst: 13 },
+    // Above rate_limits.exact_log_max (500): the sub-window counters, exact from idle too.
+    { rpm: 700, burst: 20 },
   ])('R=$rpm, B=$burst: 3 x (R + B) concurrent requests admit exactly R + B', async ({ rpm, burst: burstLimit }) => {
     const project = await createProject(replicas[0]!.app, { name: 'accuracy', requests_per_minute: rpm, burst_limit: burstLimit });
     const total = 3 * (rpm + burstLimit);

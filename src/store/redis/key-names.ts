@@ -14,6 +14,9 @@ export class KeyNames {
   conversationPositions = (projectId: string, conversationId: string) => `${this.prefix}:{${projectId}}:conv:${conversationId}:positions`;
   rateWindow = (projectId: string) => `${this.prefix}:{${projectId}}:rl:window`;
   rateBurst = (projectId: string) => `${this.prefix}:{${projectId}}:rl:burst`;
+  rateSubWindows = (projectId: string) => `${this.prefix}:{${projectId}}:rl:sub`;
+  rateLeases = (projectId: string) => `${this.prefix}:{${projectId}}:rl:leases`;
+  budgets = (projectId: string) => `${this.prefix}:{${projectId}}:rl:budget`;
   usageBucket = (projectId: string, unit: 'm' | 'h', startMs: number) => `${this.prefix}:{${projectId}}:usage:${unit}:${startMs}`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   usageBatch = (projectId: string, batchId: string) => `${this.prefix}:{${projectId}}:usage:batch:${batchId}`;
