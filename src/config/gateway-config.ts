@@ -31,6 +31,7 @@ export interface GatewayConfig {
     sub_windows: number;
     lease_ttl_seconds: number;
     default_max_output_tokens: number;
+    budgets_when_store_down: 'open' | 'closed';
   };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
@@ -86,6 +87,7 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       sub_windows: raw.rate_limits?.sub_windows ?? 60,
       lease_ttl_seconds: raw.rate_limits?.lease_ttl_seconds ?? 15,
       default_max_output_tokens: raw.rate_limits?.default_max_output_tokens ?? 4096,
+      budgets_when_store_down: raw.rate_limits?.budgets_when_store_down ?? 'open',
     },
     usage: {
       minute_retention_hours: raw.usage?.minute_retention_hours ?? 48,

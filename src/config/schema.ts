@@ -180,6 +180,8 @@ export const GatewayConfigSchema = Type.Object(
           lease_ttl_seconds: Type.Optional(Type.Number({ minimum: 1, maximum: 30 })),
           // The output a request may produce when it names no max_tokens and its model no max_output_tokens (also a cap on the latter).
           default_max_output_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          // While Redis is unreachable budgets cannot be checked: admit (open) or refuse (closed) budgeted projects.
+          budgets_when_store_down: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('closed')])),
         },
         { additionalProperties: false },
       ),

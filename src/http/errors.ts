@@ -95,8 +95,8 @@ export const upstreamUnavailable = (message = 'The model backend is unavailable;
 export const upstreamTimeout = (message = 'The model backend did not answer in time.') =>
   new ApiError(504, 'upstream_error', 'upstream_timeout', message);
 
-export const storeUnavailable = () =>
-  new ApiError(503, 'service_unavailable', 'store_unavailable', 'The gateway store is unavailable; retry later.');
+export const storeUnavailable = (message = 'The gateway store is unavailable; retry later.') =>
+  new ApiError(503, 'service_unavailable', 'store_unavailable', message);
 
 export const shuttingDown = () =>
   new ApiError(503, 'service_unavailable', 'shutting_down', 'The gateway is shutting down; retry on another replica.', undefined, {

@@ -10,6 +10,10 @@ export class QuotaMetrics {
   readonly refusals: Counter<string>;
   readonly fallbackActive: Gauge;
   readonly storeErrors: Counter<'operation'>;
+  readonly tokensReserved: Counter<string>;
+  readonly tokensSettled: Counter<string>;
+  readonly inFlight: Gauge<string>;
+  readonly budgetsStoreDown: Counter<'decision'>;
 
   constructor(
     registry: Registry,
@@ -34,8 +38,33 @@ export class QuotaMetrics {
     });
     this.storeErrors = new Counter({
       name: 'nova_redis_errors_total',
-      help: 'Store (Redis) operations that failed or timed out, by operation (admission, settlement, usage_flush, request).',
+      help: 'Store (Redis) operations that failed or timed out, by operation (admission, settlement, lease_renewal, usage_flush, request).',
       labelNames: ['operation'],
+      registers: [registry],
+    });
+    const projectLabels = projectLabel ? ['project_id'] : [];
+    this.tokensReserved = new Counter({
+      name: 'nova_quota_tokens_reserved_total',
+      help: 'Tokens reserved at admission by model requests charged to a token rate or budget (prompt estimate + max output).',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.tokensSettled = new Counter({
+      name: 'nova_quota_tokens_settled_total',
+      help: 'Tokens those requests really used, charged when they ended (compare with nova_quota_tokens_reserved_total).',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.inFlight = new Gauge({
+      name: 'nova_quota_requests_in_flight',
+      help: 'Admitted model requests in flight on this replica.',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.budgetsStoreDown = new Counter({
+      name: 'nova_quota_budget_store_down_decisions_total',
+      help: 'Model requests of projects with a budget decided while Redis was unreachable: admitted unchecked (open) or refused (closed), per rate_limits.budgets_when_store_down.',
+      labelNames: ['decision'],
       registers: [registry],
     });
   }
@@ -48,9 +77,14 @@ export class QuotaMetrics {
   refused(projectId: string, limit: LimitKind): void {
     this.refusals.inc(this.projectLabel ? { limit, project_id: projectId } : { limit });
   }
+
+  labels(projectId: string): Record<string, string> {
+    return this.projectLabel ? { project_id: projectId } : {};
+  }
 }
 
 export function limitKindOf(refusedBy: RefusedBy): LimitKind {
   if (refusedBy === 'requests' || refusedBy === 'tokens' || refusedBy === 'concurrency') return refusedBy;
+  // Spent budgets, and budgets that fail closed while Redis is unreachable.
   return 'budget';
 }

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../app-context.js';
-import { concurrencyLimitExceeded, insufficientQuota, rateLimitExceeded, type ApiError } from '../http/errors.js';
+import { concurrencyLimitExceeded, insufficientQuota, rateLimitExceeded, storeUnavailable, type ApiError } from '../http/errors.js';
 import type { Admitted } from './admission.js';
 import { budgetPeriodsAt } from './budget-periods.js';
 import { QuotaReservation } from './quota-reservation.js';
@@ -25,6 +25,10 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now());
+    const inFlight = ctx.metrics.quota.inFlight;
+    const labels = ctx.metrics.quota.labels(projectId);
+    inFlight.inc(labels);
+    reply.raw.once('close', () => inFlight.dec(labels));
     if (decision.reservation) {
       const held = new QuotaReservation(ctx.admission, projectId, decision.reservation, charge);
       request.quota = held;
@@ -61,6 +65,8 @@ function refusal(decision: Admitted, charge: Charge, nowMs: number): ApiError {
         retry,
         `Concurrency limit exceeded: the project already has ${decision.inFlight} model requests in flight (max_concurrent_requests ${policy.max_concurrent_requests}).`,
       );
+    case 'budget_unchecked':
+      return storeUnavailable('The project has a budget and the quota store is unreachable; budgets fail closed on this gateway. Retry shortly.');
     case 'daily_tokens':
     case 'monthly_tokens':
     case 'monthly_cost': {

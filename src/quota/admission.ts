@@ -4,7 +4,7 @@ import type { QuotaMetrics } from '../metrics/quota-metrics.js';
 import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
 import { budgetPeriodsAt } from './budget-periods.js';
-import { FallbackLimiter } from './fallback-limiter.js';
+import { FallbackLimiter, refusedDecision } from './fallback-limiter.js';
 import type { Charge } from './request-charge.js';
 import type { Settler } from './quota-reservation.js';
 
@@ -68,10 +68,9 @@ export class Admission implements Settler {
       const probe = this.skipStoreUntil !== 0;
       if (probe) this.probing = true;
       try {
-        this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER;
         const { day, month } = budgetPeriodsAt(this.now());
         const decision = await this.options.store.quota.admit(projectId, this.settings, {
-          id: `${this.replica}${this.sequence.toString(36)}`,
+          id: this.nextId(),
           tokens: charge.tokens,
           cost: charge.cost,
           day,
@@ -90,20 +89,44 @@ export class Admission implements Settler {
         if (probe) this.probing = false;
       }
     }
-    const policy = this.policies.get(projectId) ?? this.settings.defaults;
-    const decision = await this.fallback.admit(projectId, policy);
-    metrics.decided(projectId, decision.allowed, 'fallback', decision.refusedBy);
-    return { ...decision, source: 'fallback' };
+    return this.admitByFallback(projectId, charge);
   }
 
   /** Replaces the reservation by the real usage and releases the lease (off the request path). */
-  settle(projectId: string, reservation: Reservation, used: Settlement): void {
+  settle(projectId: string, reservation: Reservation, used: Settlement, reserved: number): void {
+    const { metrics } = this.options;
+    if (reservation.rateTokens !== null || reservation.dayTokens !== null || reservation.monthTokens !== null) {
+      metrics.tokensReserved.inc(metrics.labels(projectId), reserved);
+      metrics.tokensSettled.inc(metrics.labels(projectId), used.tokens);
+    }
+    if (reservation.local) {
+      void this.fallback.settle(projectId, this.policies.get(projectId), reservation, used);
+      return;
+    }
     if (reservation.lease) this.dropLease(projectId, reservation.id);
     this.options.store.quota.settle(projectId, this.settings, reservation, used).catch((error: unknown) => {
       // A lease left behind expires with its TTL; an unsettled charge stays as reserved.
-      if (error instanceof StoreUnavailableError) this.options.metrics.storeErrors.inc({ operation: 'settlement' });
+      if (error instanceof StoreUnavailableError) metrics.storeErrors.inc({ operation: 'settlement' });
       else this.options.onStoreError?.(error);
     });
+  }
+
+  /**
+   * While the store is unreachable: the per-replica fallback for requests, tokens and concurrency,
+   * sized by the last policy seen; budgets cannot be checked and fail open or closed by config.
+   */
+  private async admitByFallback(projectId: string, charge: Charge): Promise<Admitted> {
+    const { metrics, config } = this.options;
+    const policy = this.policies.get(projectId) ?? this.settings.defaults;
+    const budgeted = policy.daily_tokens !== null || policy.monthly_tokens !== null || policy.monthly_cost !== null;
+    const closed = budgeted && config.rate_limits.budgets_when_store_down === 'closed';
+    if (budgeted) metrics.budgetsStoreDown.inc({ decision: closed ? 'closed' : 'open' });
+    const { day, month } = budgetPeriodsAt(this.now());
+    const decision = closed
+      ? { ...refusedDecision(policy), refusedBy: 'budget_unchecked' as const, retryAfterMs: STORE_RETRY_MS }
+      : await this.fallback.admit(projectId, policy, { id: this.nextId(), tokens: charge.tokens, day, month });
+    metrics.decided(projectId, decision.allowed, 'fallback', decision.refusedBy);
+    return { ...decision, source: 'fallback' };
   }
 
   close(): void {
@@ -129,6 +152,11 @@ export class Admission implements Settler {
     if (!ids) return;
     ids.delete(id);
     if (ids.size === 0) this.leases.delete(projectId);
+  }
+
+  private nextId(): string {
+    this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER;
+    return `${this.replica}${this.sequence.toString(36)}`;
   }
 
   private storeFailed(error: unknown, operation: string): void {

@@ -30,7 +30,15 @@ export interface AdmissionRequest {
   month: string;
 }
 
-export type RefusedBy = 'daily_tokens' | 'monthly_tokens' | 'monthly_cost' | 'requests' | 'tokens' | 'concurrency';
+export type RefusedBy =
+  | 'daily_tokens'
+  | 'monthly_tokens'
+  | 'monthly_cost'
+  | 'requests'
+  | 'tokens'
+  | 'concurrency'
+  /** The store is unreachable and budgets fail closed (rate_limits.budgets_when_store_down). */
+  | 'budget_unchecked';
 
 /** What an admitted request holds and must give back or correct when it ends. */
 export interface Reservation {
@@ -48,6 +56,8 @@ export interface Reservation {
   month: string;
   /** A concurrency lease was taken. */
   lease: boolean;
+  /** Taken by the per-replica fallback while the store was unreachable: settled there. */
+  local?: true;
 }
 
 /**

@@ -36,6 +36,28 @@ describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
     return project;
   }
 
+  it('shows the token rate and the concurrency cap in the headers, and meters tokens reserved vs settled', async () => {
+    const project = await projectWith({ tokens_per_minute: 1000, max_concurrent_requests: 3 });
+    const response = await hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['x-ratelimit-limit-tokens']).toBe('1000');
+    // 2 (prompt estimate) + 10 reserved at admission, as the headers show it.
+    expect(response.headers['x-ratelimit-remaining-tokens']).toBe('988');
+    expect(response.headers['x-ratelimit-reset-tokens']).toMatch(/^(\d+ms|\d+(\.\d+)?s|\d+m\d+(\.\d+)?s)$/);
+    expect(response.headers['ratelimit-policy']).toBe('"requests";q=600;w=60, "burst";q=100;w=600, "tokens";q=1000;w=60, "concurrency";q=3');
+    expect(response.headers.ratelimit).toMatch(/^"requests";r=599;t=\d+, "burst";r=100;t=0, "tokens";r=988;t=\d+, "concurrency";r=2$/);
+    const metrics = async () => {
+      const text = await t.ctx.metrics.registry.metrics();
+      const value = (name: string) => Number(text.split('\n').find((line) => line.startsWith(`${name}{project_id="${project.projectId}"}`))?.split(' ').at(-1) ?? NaN);
+      return { reserved: value('nova_quota_tokens_reserved_total'), settled: value('nova_quota_tokens_settled_total'), inFlight: value('nova_quota_requests_in_flight') };
+    };
+    await expect.poll(metrics).toEqual({ reserved: 12, settled: 2, inFlight: 0 });
+    // Without a token rate or a cap: no token headers, no extra IETF entries.
+    const plain = await hit(t.app, await projectWith({ burst_limit: 5 }));
+    expect(plain.headers['x-ratelimit-limit-tokens']).toBeUndefined();
+    expect(plain.headers['ratelimit-policy']).toBe('"requests";q=600;w=60, "burst";q=5;w=600');
+  });
+
   it('answers a spent budget with 429 insufficient_quota, x-should-retry: false and Retry-After to the end of the period', async () => {
     const project = await projectWith({ monthly_tokens: 0 });
     const response = await hit(t.app, project);
