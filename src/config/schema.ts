@@ -23,38 +23,32 @@ export const POLICY_BOUNDS = {
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
+/** Every policy field, optional and nullable (null: none): ceilings, and the optional limits. */
+export const NullablePolicyFields = {
+  requests_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.requests_per_minute))),
+  burst_limit: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.burst_limit))),
+  tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
+  max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
+  daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
+  monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
+  monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
+};
+const { tokens_per_minute, max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost } = NullablePolicyFields;
+
 const RateLimitPolicy = Type.Object(
   {
     requests_per_minute: Type.Integer(POLICY_BOUNDS.requests_per_minute),
     burst_limit: Type.Integer(POLICY_BOUNDS.burst_limit),
-    tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
-    max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
+    tokens_per_minute,
+    max_concurrent_requests,
   },
   { additionalProperties: false },
 );
 
-const Budgets = Type.Object(
-  {
-    daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
-    monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
-    monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
-  },
-  { additionalProperties: false },
-);
+const Budgets = Type.Object({ daily_tokens, monthly_tokens, monthly_cost }, { additionalProperties: false });
 
 /** Default entitlements: the most a project key may set for itself (null or absent: no ceiling). */
-const CeilingsSchema = Type.Object(
-  {
-    requests_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.requests_per_minute))),
-    burst_limit: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.burst_limit))),
-    tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
-    max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
-    daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
-    monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
-    monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
-  },
-  { additionalProperties: false },
-);
+const CeilingsSchema = Type.Object(NullablePolicyFields, { additionalProperties: false });
 
 /** Currency units per 1M tokens: enables cost budgets (monthly_cost). */
 export const PricingSchema = Type.Object(
