@@ -3,6 +3,9 @@ import type { FailedAttempts } from './auth/failed-attempts.js';
 import type { GatewayConfig } from './config/gateway-config.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Admission } from './quota/admission.js';
+import type { ManagementLimit } from './quota/management-limit.js';
+import type { QuotaReservation } from './quota/quota-reservation.js';
+import type { RequestCharges } from './quota/request-charge.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import type { KeyPrincipal, Store } from './store/types.js';
 import type { ModelRegistry } from './upstream/model-registry.js';
@@ -27,6 +30,10 @@ export interface AppContext {
   metrics: Metrics;
   /** Per-project rate limiting (src/quota/admission.ts). */
   admission: Admission;
+  /** Per-project limit of management routes (src/quota/management-limit.ts). */
+  managementLimit: ManagementLimit;
+  /** What a model request reserves at admission (src/quota/request-charge.ts). */
+  charges: RequestCharges;
   /** Models of the config with their upstream targets and connection pools. */
   models: ModelRegistry;
 }
@@ -34,5 +41,7 @@ export interface AppContext {
 declare module 'fastify' {
   interface FastifyRequest {
     principal: KeyPrincipal | null;
+    /** What an admitted model request holds of its project's quota, until settled. */
+    quota: QuotaReservation | null;
   }
 }

@@ -22,6 +22,8 @@ import { StoreUnavailableError, type Store } from './store/types.js';
 import { Metrics } from './metrics/metrics.js';
 import type { UsageMeter } from './quota/usage-meter.js';
 import { Admission } from './quota/admission.js';
+import { ManagementLimit } from './quota/management-limit.js';
+import { RequestCharges } from './quota/request-charge.js';
 import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
 import { ModelRegistry } from './upstream/model-registry.js';
@@ -107,9 +109,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       metrics: metrics.quota,
       onStoreError: storeFailed('rate limiter'),
     }),
+    managementLimit: new ManagementLimit(
+      store.createLimiter({
+        keyPrefix: 'management',
+        points: config.rate_limits.management_requests_per_minute,
+        durationSeconds: config.rate_limits.window_seconds,
+      }),
+      config.rate_limits.management_requests_per_minute,
+    ),
+    charges: new RequestCharges(config),
     models: new ModelRegistry(config.models, deps.env ?? process.env),
   };
-  app.addHook('onClose', async () => ctx.models.close());
+  app.addHook('onClose', async () => {
+    ctx.admission.close();
+    await ctx.models.close();
+  });
 
   installValidators(app);
   installJsonParser(app, config.server.json_max_depth);

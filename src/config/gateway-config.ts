@@ -1,9 +1,13 @@
-import type { ModelConfig, RateLimitPolicyConfig, RawGatewayConfig } from './schema.js';
+import { fullPolicy, type Ceilings, type RateLimitPolicy } from '../store/policy.js';
+import type { ModelConfig, RawGatewayConfig } from './schema.js';
 
 /** The validated config with every default filled in: what the app is built from. */
 export interface GatewayConfig {
   models: ModelConfig[];
-  defaults: { rate_limits: RateLimitPolicyConfig };
+  /** The policy of new projects: defaults.rate_limits and defaults.budgets together. */
+  defaults: { rate_limits: RateLimitPolicy };
+  /** Default entitlements (the admin API sets them per project). */
+  ceilings: Ceilings;
   server: {
     body_limit_bytes: number;
     audio_upload_limit_bytes: number;
@@ -28,15 +32,37 @@ export interface GatewayConfig {
   conversations: { retention_seconds: number; max_messages: number; store_default: boolean; max_bytes_per_project: number };
   upstream: { max_sse_event_bytes: number; max_json_reply_bytes: number };
   responses: { retention_seconds: number };
-  rate_limits: { window_seconds: number; burst_window_seconds: number; fallback_share: number };
+  rate_limits: {
+    window_seconds: number;
+    burst_window_seconds: number;
+    fallback_share: number;
+    management_requests_per_minute: number;
+    exact_log_max: number;
+    sub_windows: number;
+    lease_ttl_seconds: number;
+    default_max_output_tokens: number;
+    budgets_when_store_down: 'open' | 'closed';
+  };
   usage: { minute_retention_hours: number; hour_retention_days: number; buffer_max_records: number; flush_interval_ms: number };
   metrics: { project_label: boolean };
 }
 
+/**
+ * Without a `ceilings` section a key may raise its request rate and burst to 10,000 and its
+ * token rate to 2,000,000 a minute; the other limits have no ceiling until the operator sets one.
+ */
+const DEFAULT_CEILINGS: Ceilings = { requests_per_minute: 10_000, burst_limit: 10_000, tokens_per_minute: 2_000_000 };
+
 export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
   return {
     models: raw.models,
-    defaults: { rate_limits: raw.defaults?.rate_limits ?? { requests_per_minute: 600, burst_limit: 100 } },
+    defaults: {
+      rate_limits: fullPolicy({
+        ...(raw.defaults?.rate_limits ?? { requests_per_minute: 600, burst_limit: 100 }),
+        ...raw.defaults?.budgets,
+      }),
+    },
+    ceilings: raw.ceilings ?? DEFAULT_CEILINGS,
     server: {
       body_limit_bytes: raw.server?.body_limit_bytes ?? 1024 * 1024,
       audio_upload_limit_bytes: raw.server?.audio_upload_limit_bytes ?? 25 * 1024 * 1024,
@@ -72,6 +98,12 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       window_seconds: raw.rate_limits?.window_seconds ?? 60,
       burst_window_seconds: raw.rate_limits?.burst_window_seconds ?? 600,
       fallback_share: raw.rate_limits?.fallback_share ?? 0.5,
+      management_requests_per_minute: raw.rate_limits?.management_requests_per_minute ?? 1200,
+      exact_log_max: raw.rate_limits?.exact_log_max ?? 500,
+      sub_windows: raw.rate_limits?.sub_windows ?? 60,
+      lease_ttl_seconds: raw.rate_limits?.lease_ttl_seconds ?? 15,
+      default_max_output_tokens: raw.rate_limits?.default_max_output_tokens ?? 4096,
+      budgets_when_store_down: raw.rate_limits?.budgets_when_store_down ?? 'open',
     },
     usage: {
       minute_retention_hours: raw.usage?.minute_retention_hours ?? 48,

@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 
 const ModelEndpoint = Type.Union([
   Type.Literal('chat'),
@@ -10,15 +10,47 @@ const ModelEndpoint = Type.Union([
   Type.Literal('fine_tuning'),
 ]);
 
+/** Bounds of every policy field, shared by the config, the PATCH route and the admin API. */
+export const POLICY_BOUNDS = {
+  requests_per_minute: { minimum: 1, maximum: 1_000_000 },
+  burst_limit: { minimum: 0, maximum: 1_000_000 },
+  tokens_per_minute: { minimum: 1, maximum: 1_000_000_000_000 },
+  max_concurrent_requests: { minimum: 1, maximum: 1_000_000 },
+  daily_tokens: { minimum: 0, maximum: 1_000_000_000_000_000 },
+  monthly_tokens: { minimum: 0, maximum: 1_000_000_000_000_000 },
+  monthly_cost: { minimum: 0, maximum: 1_000_000_000_000 },
+} as const;
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/** Every policy field, optional and nullable (null: none): ceilings, and the optional limits. */
+export const NullablePolicyFields = {
+  requests_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.requests_per_minute))),
+  burst_limit: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.burst_limit))),
+  tokens_per_minute: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.tokens_per_minute))),
+  max_concurrent_requests: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.max_concurrent_requests))),
+  daily_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.daily_tokens))),
+  monthly_tokens: Type.Optional(Nullable(Type.Integer(POLICY_BOUNDS.monthly_tokens))),
+  monthly_cost: Type.Optional(Nullable(Type.Number(POLICY_BOUNDS.monthly_cost))),
+};
+const { tokens_per_minute, max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost } = NullablePolicyFields;
+
 const RateLimitPolicy = Type.Object(
   {
-    requests_per_minute: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
-    burst_limit: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+    requests_per_minute: Type.Integer(POLICY_BOUNDS.requests_per_minute),
+    burst_limit: Type.Integer(POLICY_BOUNDS.burst_limit),
+    tokens_per_minute,
+    max_concurrent_requests,
   },
   { additionalProperties: false },
 );
 
-/** Dollars per million tokens; what usage `cost` and the cost metric are computed from. */
+const Budgets = Type.Object({ daily_tokens, monthly_tokens, monthly_cost }, { additionalProperties: false });
+
+/** Default entitlements: the most a project key may set for itself (null or absent: no ceiling). */
+const CeilingsSchema = Type.Object(NullablePolicyFields, { additionalProperties: false });
+
+/** Dollars per million tokens; what usage `cost`, the cost metric and cost budgets are computed from. */
 const Pricing = Type.Object(
   {
     input_per_million: Type.Number({ minimum: 0, maximum: 1_000_000 }),
@@ -62,8 +94,9 @@ export const GatewayConfigSchema = Type.Object(
   {
     models: Type.Array(ModelConfigSchema, { minItems: 1 }),
     defaults: Type.Optional(
-      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy) }, { additionalProperties: false }),
+      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy), budgets: Type.Optional(Budgets) }, { additionalProperties: false }),
     ),
+    ceilings: Type.Optional(CeilingsSchema),
     server: Type.Optional(
       Type.Object(
         {
@@ -141,6 +174,17 @@ export const GatewayConfigSchema = Type.Object(
           window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3600 })),
           burst_window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 })),
           fallback_share: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+          // Per-project limit of management routes (keys, projects, usage, …), apart from the model policy.
+          management_requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+          // The limiter's structure: requests_per_minute up to exact_log_max keeps the exact log; above it,
+          // and for tokens, sub_windows counters per window.
+          exact_log_max: Type.Optional(Type.Integer({ minimum: 0, maximum: 500 })),
+          sub_windows: Type.Optional(Type.Integer({ minimum: 1, maximum: 120 })),
+          lease_ttl_seconds: Type.Optional(Type.Number({ minimum: 1, maximum: 30 })),
+          // The output a request may produce when it names no max_tokens and its model no max_output_tokens (also a cap on the latter).
+          default_max_output_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          // While Redis is unreachable budgets cannot be checked: admit (open) or refuse (closed) budgeted projects.
+          budgets_when_store_down: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('closed')])),
         },
         { additionalProperties: false },
       ),
@@ -171,4 +215,5 @@ export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;
+export type CeilingsConfig = Static<typeof CeilingsSchema>;
 export type PricingConfig = Static<typeof Pricing>;

@@ -88,6 +88,18 @@ export const storageQuotaExceeded = (maxBytes: number) =>
     { 'x-should-retry': 'false' },
   );
 
+export const concurrencyLimitExceeded = (retryAfterSeconds: number, message: string) =>
+  new ApiError(429, 'rate_limit_error', 'concurrency_limit_exceeded', message, undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
+/** A budget is spent until its period ends: the official SDKs do not retry (x-should-retry: false). */
+export const insufficientQuota = (retryAfterSeconds: number, message: string) =>
+  new ApiError(429, 'insufficient_quota', 'insufficient_quota', message, undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+    'x-should-retry': 'false',
+  });
+
 /** The model backend answered with a failure (5xx, or a reply the gateway cannot use). */
 export const upstreamError = (message = 'The model backend failed.') =>
   new ApiError(502, 'upstream_error', 'upstream_error', message);
@@ -100,8 +112,8 @@ export const upstreamUnavailable = (message = 'The model backend is unavailable;
 export const upstreamTimeout = (message = 'The model backend did not answer in time.') =>
   new ApiError(504, 'upstream_error', 'upstream_timeout', message);
 
-export const storeUnavailable = () =>
-  new ApiError(503, 'service_unavailable', 'store_unavailable', 'The gateway store is unavailable; retry later.');
+export const storeUnavailable = (message = 'The gateway store is unavailable; retry later.') =>
+  new ApiError(503, 'service_unavailable', 'store_unavailable', message);
 
 export const shuttingDown = () =>
   new ApiError(503, 'service_unavailable', 'shutting_down', 'The gateway is shutting down; retry on another replica.', undefined, {

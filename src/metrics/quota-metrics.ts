@@ -1,4 +1,8 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { RefusedBy } from '../store/quota-types.js';
+
+/** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total). */
+export type LimitKind = 'requests' | 'tokens' | 'concurrency' | 'budget' | 'management';
 
 /** Admission decisions, refusals and the Redis trouble behind fallbacks. */
 export class QuotaMetrics {
@@ -6,6 +10,10 @@ export class QuotaMetrics {
   readonly refusals: Counter<string>;
   readonly fallbackActive: Gauge;
   readonly storeErrors: Counter<'operation'>;
+  readonly tokensReserved: Counter<string>;
+  readonly tokensSettled: Counter<string>;
+  readonly inFlight: Gauge<string>;
+  readonly budgetsStoreDown: Counter<'decision'>;
 
   constructor(
     registry: Registry,
@@ -13,14 +21,14 @@ export class QuotaMetrics {
   ) {
     this.decisions = new Counter({
       name: 'nova_rate_limit_decisions_total',
-      help: 'Admission decisions by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
+      help: 'Admission decisions of model routes by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
       labelNames: ['result', 'source'],
       registers: [registry],
     });
     this.refusals = new Counter({
       name: 'nova_rate_limit_refusals_total',
-      help: 'Requests refused with 429 because the project was over its rate-limit policy.',
-      labelNames: projectLabel ? ['project_id'] : [],
+      help: 'Requests refused with 429, by the limit that refused them (requests, tokens, concurrency, budget, management).',
+      labelNames: projectLabel ? ['limit', 'project_id'] : ['limit'],
       registers: [registry],
     });
     this.fallbackActive = new Gauge({
@@ -30,14 +38,53 @@ export class QuotaMetrics {
     });
     this.storeErrors = new Counter({
       name: 'nova_redis_errors_total',
-      help: 'Store (Redis) operations that failed or timed out, by operation (admission, usage_flush, request).',
+      help: 'Store (Redis) operations that failed or timed out, by operation (admission, settlement, lease_renewal, usage_flush, request).',
       labelNames: ['operation'],
+      registers: [registry],
+    });
+    const projectLabels = projectLabel ? ['project_id'] : [];
+    this.tokensReserved = new Counter({
+      name: 'nova_quota_tokens_reserved_total',
+      help: 'Tokens reserved at admission by model requests charged to a token rate or budget (prompt estimate + max output).',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.tokensSettled = new Counter({
+      name: 'nova_quota_tokens_settled_total',
+      help: 'Tokens those requests really used, charged when they ended (compare with nova_quota_tokens_reserved_total).',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.inFlight = new Gauge({
+      name: 'nova_quota_requests_in_flight',
+      help: 'Admitted model requests in flight on this replica.',
+      labelNames: projectLabels,
+      registers: [registry],
+    });
+    this.budgetsStoreDown = new Counter({
+      name: 'nova_quota_budget_store_down_decisions_total',
+      help: 'Model requests of projects with a budget decided while Redis was unreachable: admitted unchecked (open) or refused (closed), per rate_limits.budgets_when_store_down.',
+      labelNames: ['decision'],
       registers: [registry],
     });
   }
 
-  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback'): void {
+  decided(projectId: string, admitted: boolean, source: 'store' | 'fallback', refusedBy: RefusedBy | null): void {
     this.decisions.inc({ result: admitted ? 'admitted' : 'refused', source });
-    if (!admitted) this.refusals.inc(this.projectLabel ? { project_id: projectId } : {});
+    if (!admitted) this.refused(projectId, limitKindOf(refusedBy ?? 'requests'));
   }
+
+  refused(projectId: string, limit: LimitKind): void {
+    this.refusals.inc(this.projectLabel ? { limit, project_id: projectId } : { limit });
+  }
+
+  labels(projectId: string): Record<string, string> {
+    return this.projectLabel ? { project_id: projectId } : {};
+  }
+}
+
+export function limitKindOf(refusedBy: RefusedBy): LimitKind {
+  if (refusedBy === 'requests' || refusedBy === 'tokens' || refusedBy === 'concurrency') return refusedBy;
+  // Spent budgets, and budgets that fail closed while Redis is unreachable.
+  return 'budget';
 }

@@ -1,8 +1,12 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
+import { randomBase62 } from '../http/ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
-import type { AdmissionDecision, AdmissionSettings } from '../store/quota-types.js';
+import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
-import { FallbackLimiter } from './fallback-limiter.js';
+import { budgetPeriodsAt } from './budget-periods.js';
+import { FallbackLimiter, refusedDecision } from './fallback-limiter.js';
+import type { Charge } from './request-charge.js';
+import type { Settler } from './quota-reservation.js';
 
 /** After a store failure, admission skips the store this long before probing it again. */
 const STORE_RETRY_MS = 1000;
@@ -21,16 +25,25 @@ export interface AdmissionOptions {
 }
 
 /**
- * Per-project admission: the store's shared sliding window + burst (one round trip), or,
- * while the store is unreachable, a per-replica fallback sized by the last policy seen.
- * Failing over is quick: after one failure the store is skipped for a second, and then
- * one request at a time probes it, so a hung Redis costs at most one timeout per second.
+ * Per-project admission of model requests: the store decides every limit at once (one round
+ * trip) and settles each admitted request once (one more, only when it holds something); while
+ * the store is unreachable, a per-replica fallback sized by the last policy seen. Failing over is
+ * quick: after one failure the store is skipped for a second, and then one request at a time
+ * probes it, so a hung Redis costs at most one timeout per second. The concurrency leases of this
+ * replica's requests in flight are renewed every third of their TTL, so the slots of a replica
+ * that died free within the TTL.
  */
-export class Admission {
+export class Admission implements Settler {
   readonly settings: AdmissionSettings;
   private readonly fallback: FallbackLimiter;
   private readonly policies = new Map<string, RateLimitPolicy>();
   private readonly now: () => number;
+  /** Leases of this replica's requests in flight, by project. */
+  private readonly leases = new Map<string, Set<string>>();
+  private readonly renewal: NodeJS.Timeout;
+  /** Request ids are the client's to choose; log members and lease ids must be unique. */
+  private readonly replica = randomBase62(8);
+  private sequence = 0;
   private skipStoreUntil = 0;
   private probing = false;
 
@@ -39,38 +52,118 @@ export class Admission {
     this.settings = {
       windowMs: limits.window_seconds * 1000,
       burstWindowMs: limits.burst_window_seconds * 1000,
+      subWindows: limits.sub_windows,
+      exactLogMax: limits.exact_log_max,
+      leaseTtlMs: limits.lease_ttl_seconds * 1000,
       defaults: defaults.rate_limits,
     };
     this.fallback = new FallbackLimiter(limits.fallback_share, limits.window_seconds, limits.burst_window_seconds);
     this.now = options.now ?? Date.now;
+    this.renewal = setInterval(() => void this.renewLeases(), this.settings.leaseTtlMs / 3).unref();
   }
 
-  async admit(projectId: string): Promise<Admitted> {
+  async admit(projectId: string, charge: Charge): Promise<Admitted> {
     const { metrics } = this.options;
     if (this.storeUsable()) {
       const probe = this.skipStoreUntil !== 0;
       if (probe) this.probing = true;
       try {
-        const decision = await this.options.store.quota.admit(projectId, this.settings);
+        const { day, month } = budgetPeriodsAt(this.now());
+        const decision = await this.options.store.quota.admit(projectId, this.settings, {
+          id: this.nextId(),
+          tokens: charge.tokens,
+          cost: charge.cost,
+          day,
+          month,
+        });
         this.remember(projectId, decision.policy);
         if (probe) metrics.fallbackActive.set(0);
         this.skipStoreUntil = 0;
-        metrics.decided(projectId, decision.allowed, 'store');
+        metrics.decided(projectId, decision.allowed, 'store', decision.refusedBy);
+        if (decision.reservation?.lease) this.holdLease(projectId, decision.reservation.id);
         return { ...decision, source: 'store' };
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
-        this.skipStoreUntil = this.now() + STORE_RETRY_MS;
-        metrics.storeErrors.inc({ operation: 'admission' });
-        metrics.fallbackActive.set(1);
-        this.options.onStoreError?.(error);
+        this.storeFailed(error, 'admission');
       } finally {
         if (probe) this.probing = false;
       }
     }
+    return this.admitByFallback(projectId, charge);
+  }
+
+  /** Replaces the reservation by the real usage and releases the lease (off the request path). */
+  settle(projectId: string, reservation: Reservation, used: Settlement, reserved: number): void {
+    const { metrics } = this.options;
+    if (reservation.rateTokens !== null || reservation.dayTokens !== null || reservation.monthTokens !== null) {
+      metrics.tokensReserved.inc(metrics.labels(projectId), reserved);
+      metrics.tokensSettled.inc(metrics.labels(projectId), used.tokens);
+    }
+    if (reservation.local) {
+      void this.fallback.settle(projectId, this.policies.get(projectId), reservation, used);
+      return;
+    }
+    if (reservation.lease) this.dropLease(projectId, reservation.id);
+    this.options.store.quota.settle(projectId, this.settings, reservation, used).catch((error: unknown) => {
+      // A lease left behind expires with its TTL; an unsettled charge stays as reserved.
+      if (error instanceof StoreUnavailableError) metrics.storeErrors.inc({ operation: 'settlement' });
+      else this.options.onStoreError?.(error);
+    });
+  }
+
+  /**
+   * While the store is unreachable: the per-replica fallback for requests, tokens and concurrency,
+   * sized by the last policy seen; budgets cannot be checked and fail open or closed by config.
+   */
+  private async admitByFallback(projectId: string, charge: Charge): Promise<Admitted> {
+    const { metrics, config } = this.options;
     const policy = this.policies.get(projectId) ?? this.settings.defaults;
-    const decision = await this.fallback.admit(projectId, policy);
-    metrics.decided(projectId, decision.allowed, 'fallback');
+    const budgeted = policy.daily_tokens !== null || policy.monthly_tokens !== null || policy.monthly_cost !== null;
+    const closed = budgeted && config.rate_limits.budgets_when_store_down === 'closed';
+    if (budgeted) metrics.budgetsStoreDown.inc({ decision: closed ? 'closed' : 'open' });
+    const { day, month } = budgetPeriodsAt(this.now());
+    const decision = closed
+      ? { ...refusedDecision(policy), refusedBy: 'budget_unchecked' as const, retryAfterMs: STORE_RETRY_MS }
+      : await this.fallback.admit(projectId, policy, { id: this.nextId(), tokens: charge.tokens, day, month });
+    metrics.decided(projectId, decision.allowed, 'fallback', decision.refusedBy);
     return { ...decision, source: 'fallback' };
+  }
+
+  close(): void {
+    clearInterval(this.renewal);
+  }
+
+  private async renewLeases(): Promise<void> {
+    for (const [projectId, ids] of this.leases) {
+      await this.options.store.quota.renew(projectId, this.settings, [...ids]).catch((error: unknown) => {
+        if (error instanceof StoreUnavailableError) this.options.metrics.storeErrors.inc({ operation: 'lease_renewal' });
+      });
+    }
+  }
+
+  private holdLease(projectId: string, id: string): void {
+    let ids = this.leases.get(projectId);
+    if (!ids) this.leases.set(projectId, (ids = new Set()));
+    ids.add(id);
+  }
+
+  private dropLease(projectId: string, id: string): void {
+    const ids = this.leases.get(projectId);
+    if (!ids) return;
+    ids.delete(id);
+    if (ids.size === 0) this.leases.delete(projectId);
+  }
+
+  private nextId(): string {
+    this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER;
+    return `${this.replica}${this.sequence.toString(36)}`;
+  }
+
+  private storeFailed(error: unknown, operation: string): void {
+    this.skipStoreUntil = this.now() + STORE_RETRY_MS;
+    this.options.metrics.storeErrors.inc({ operation });
+    this.options.metrics.fallbackActive.set(1);
+    this.options.onStoreError?.(error);
   }
 
   private storeUsable(): boolean {

@@ -6,6 +6,8 @@ import type { UsageMeter, UsageRecord } from './usage-meter.js';
 import { validUsage } from './usage-validation.js';
 
 const BATCH_SIZE = 500;
+/** Records among events: a model attribution (an event of the model dimension only) is part of its record. */
+const records = (events: UsageEvent[]) => events.filter((event) => event.dimensions === undefined).length;
 /** The sub-position of a refused batch's records when written one by one: after its parts. */
 const RECORD_BY_RECORD = 1_000_000;
 const RECENT_IDS = 10_000;
@@ -86,7 +88,7 @@ export class BufferedUsageMeter implements UsageMeter {
       };
       const events = [event, ...this.attribute(request, event)];
       if (this.buffered + events.length > this.options.maxBuffered) {
-        metrics.dropped.inc(events.length);
+        metrics.dropped.inc();
         return;
       }
       this.buffer.push(...events);
@@ -175,7 +177,7 @@ export class BufferedUsageMeter implements UsageMeter {
       try {
         const totals = await store.apply({ replica: this.replica, seq, sub: 0 }, events, retention);
         for (const [projectId, bytes] of totals) metrics.storageBytes.set(metrics.project(projectId), bytes);
-        metrics.flushed.inc(events.length);
+        metrics.flushed.inc(records(events));
       } catch (error) {
         if (error instanceof StoreUnavailableError) {
           metrics.flushFailures.inc();
@@ -199,7 +201,7 @@ export class BufferedUsageMeter implements UsageMeter {
       try {
         // After every part of the whole batch (sub 0 + part), in the same order on every retry.
         await store.apply({ replica: this.replica, seq, sub: RECORD_BY_RECORD + index }, [event], retention);
-        metrics.flushed.inc();
+        metrics.flushed.inc(records([event]));
       } catch (error) {
         if (error instanceof StoreUnavailableError) {
           metrics.flushFailures.inc();

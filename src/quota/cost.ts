@@ -1,3 +1,5 @@
+import type { PricingConfig } from '../config/schema.js';
+
 /** Prices of a target, in dollars per million tokens. */
 export interface Pricing {
   inputPerMillion: number;
@@ -8,4 +10,9 @@ export interface Pricing {
 export function costOf(pricing: Pricing | null | undefined, promptTokens: number, completionTokens: number): number {
   if (!pricing) return 0;
   return (promptTokens * pricing.inputPerMillion + completionTokens * pricing.outputPerMillion) / 1_000_000;
+}
+
+/** The prices of a `pricing` config entry; null when the entry has none. */
+export function pricingFrom(config: PricingConfig | undefined): Pricing | null {
+  return config ? { inputPerMillion: config.input_per_million, outputPerMillion: config.output_per_million } : null;
 }

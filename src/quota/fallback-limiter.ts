@@ -1,5 +1,5 @@
 import { BurstyRateLimiter, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import type { AdmissionDecision } from '../store/quota-types.js';
+import type { AdmissionDecision, Reservation, Settlement } from '../store/quota-types.js';
 import type { RateLimitPolicy } from '../store/types.js';
 
 const MAX_POLICIES = 1000;
@@ -7,11 +7,15 @@ const MAX_POLICIES = 1000;
 /**
  * Admission while Redis is unreachable: each replica limits on its own to `share` of the
  * project's policy, with rate-limiter-flexible's in-memory limiters (a fixed window for
- * requests_per_minute composed with a burst limiter, BurstyRateLimiter). Approximate by
- * design: it only has to keep a project near its policy until Redis is back.
+ * requests_per_minute composed with a burst limiter, BurstyRateLimiter; a fixed window of
+ * tokens_per_minute, reserved and settled like the shared one) and an in-process count of requests
+ * in flight against `share` of max_concurrent_requests. Approximate by design: it only has to keep
+ * a project near its policy until Redis is back. Budgets are the caller's (fail open or closed).
  */
 export class FallbackLimiter {
-  private readonly limiters = new Map<string, BurstyRateLimiter>();
+  private readonly requestLimiters = new Map<string, BurstyRateLimiter>();
+  private readonly tokenLimiters = new Map<number, RateLimiterMemory>();
+  private readonly inFlight = new Map<string, number>();
 
   constructor(
     private readonly share: number,
@@ -19,38 +23,112 @@ export class FallbackLimiter {
     private readonly burstWindowSeconds: number,
   ) {}
 
-  async admit(projectId: string, policy: RateLimitPolicy): Promise<AdmissionDecision> {
-    const points = Math.max(1, Math.floor(policy.requests_per_minute * this.share));
-    const burstPoints = Math.floor(policy.burst_limit * this.share);
-    const limiter = this.limiterFor(points, burstPoints);
-    const decision = (res: RateLimiterRes, allowed: boolean): AdmissionDecision => ({
-      allowed,
-      policy,
-      remaining: Math.max(0, res.remainingPoints),
-      resetMs: res.msBeforeNext,
-      burstRemaining: 0,
-      burstResetMs: 0,
-      retryAfterMs: allowed ? 0 : Math.max(1, res.msBeforeNext),
-    });
-    try {
-      return decision(await limiter.consume(projectId), true);
-    } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) return decision(rejection, false);
-      throw rejection;
+  async admit(projectId: string, policy: RateLimitPolicy, request: { id: string; tokens: number; day: string; month: string }): Promise<AdmissionDecision> {
+    const decision = { ...refusedDecision(policy), inFlight: this.inFlight.get(projectId) ?? 0 };
+    const { tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
+    if (maxc !== null && decision.inFlight >= Math.max(1, Math.floor(maxc * this.share))) {
+      return { ...decision, refusedBy: 'concurrency', retryAfterMs: 1000 };
     }
+    const tokenLimiter = tpm === null ? undefined : this.tokenLimiterFor(Math.max(1, Math.floor(tpm * this.share)));
+    if (tokenLimiter && request.tokens > 0) {
+      const res = await settle(tokenLimiter.consume(projectId, request.tokens));
+      decision.tokensRemaining = Math.max(0, res.result.remainingPoints);
+      decision.tokensResetMs = res.result.msBeforeNext;
+      if (!res.allowed) {
+        // A refusal costs nothing: give the points back.
+        await tokenLimiter.reward(projectId, request.tokens);
+        return { ...decision, refusedBy: 'tokens', retryAfterMs: Math.max(1, res.result.msBeforeNext) };
+      }
+    }
+    const requests = await settle(this.requestLimiterFor(policy).consume(projectId));
+    decision.remaining = Math.max(0, requests.result.remainingPoints);
+    decision.resetMs = requests.result.msBeforeNext;
+    if (!requests.allowed) {
+      if (tokenLimiter && request.tokens > 0) await tokenLimiter.reward(projectId, request.tokens);
+      return { ...decision, refusedBy: 'requests', retryAfterMs: Math.max(1, requests.result.msBeforeNext) };
+    }
+    if (maxc !== null) this.inFlight.set(projectId, ++decision.inFlight);
+    const reservation: Reservation = {
+      id: request.id,
+      slot: 0,
+      rateTokens: tokenLimiter ? request.tokens : null,
+      dayTokens: null,
+      monthTokens: null,
+      monthCost: null,
+      day: request.day,
+      month: request.month,
+      lease: maxc !== null,
+      local: true,
+    };
+    return { ...decision, allowed: true, reservation: reservation.lease || reservation.rateTokens !== null ? reservation : null };
   }
 
-  private limiterFor(points: number, burstPoints: number): BurstyRateLimiter {
+  /** The request ended: the token charge becomes its real usage, its slot frees. */
+  async settle(projectId: string, policy: RateLimitPolicy | undefined, reservation: Reservation, used: Settlement): Promise<void> {
+    if (reservation.lease) {
+      const count = (this.inFlight.get(projectId) ?? 1) - 1;
+      if (count > 0) this.inFlight.set(projectId, count);
+      else this.inFlight.delete(projectId);
+    }
+    const tpm = policy?.tokens_per_minute;
+    if (reservation.rateTokens === null || tpm === null || tpm === undefined) return;
+    const limiter = this.tokenLimiterFor(Math.max(1, Math.floor(tpm * this.share)));
+    const delta = used.tokens - reservation.rateTokens;
+    if (delta < 0) await limiter.reward(projectId, -delta);
+    else if (delta > 0) await limiter.penalty(projectId, delta);
+  }
+
+  private requestLimiterFor(policy: RateLimitPolicy): BurstyRateLimiter {
+    const points = Math.max(1, Math.floor(policy.requests_per_minute * this.share));
+    const burstPoints = Math.floor(policy.burst_limit * this.share);
     const id = `${points}:${burstPoints}`;
-    let limiter = this.limiters.get(id);
+    let limiter = this.requestLimiters.get(id);
     if (!limiter) {
-      if (this.limiters.size >= MAX_POLICIES) this.limiters.clear();
+      if (this.requestLimiters.size >= MAX_POLICIES) this.requestLimiters.clear();
       limiter = new BurstyRateLimiter(
         new RateLimiterMemory({ points, duration: this.windowSeconds, keyPrefix: `fallback:${id}` }),
         new RateLimiterMemory({ points: burstPoints, duration: this.burstWindowSeconds, keyPrefix: `fallback-burst:${id}` }),
       );
-      this.limiters.set(id, limiter);
+      this.requestLimiters.set(id, limiter);
     }
     return limiter;
   }
+
+  private tokenLimiterFor(points: number): RateLimiterMemory {
+    let limiter = this.tokenLimiters.get(points);
+    if (!limiter) {
+      if (this.tokenLimiters.size >= MAX_POLICIES) this.tokenLimiters.clear();
+      limiter = new RateLimiterMemory({ points, duration: this.windowSeconds, keyPrefix: `fallback-tokens:${points}` });
+      this.tokenLimiters.set(points, limiter);
+    }
+    return limiter;
+  }
+}
+
+/** rate-limiter-flexible rejects with a RateLimiterRes when over the limit. */
+async function settle(consumed: Promise<RateLimiterRes>): Promise<{ allowed: boolean; result: RateLimiterRes }> {
+  try {
+    return { allowed: true, result: await consumed };
+  } catch (rejection) {
+    if (rejection instanceof RateLimiterRes) return { allowed: false, result: rejection };
+    throw rejection;
+  }
+}
+
+/** A decision that admits nothing and holds nothing, to be filled in. */
+export function refusedDecision(policy: RateLimitPolicy): AdmissionDecision {
+  return {
+    allowed: false,
+    refusedBy: null,
+    policy,
+    remaining: 0,
+    resetMs: 0,
+    burstRemaining: 0,
+    burstResetMs: 0,
+    tokensRemaining: 0,
+    tokensResetMs: 0,
+    inFlight: 0,
+    retryAfterMs: 0,
+    reservation: null,
+  };
 }

@@ -1,4 +1,5 @@
 import type { Admitted } from './admission.js';
+import type { ManagementDecision } from './management-limit.js';
 
 /** `250ms`, `1s`, `1.5s`, `6m0s`: the duration format of OpenAI's x-ratelimit-reset-* headers. */
 export function formatDuration(ms: number): string {
@@ -12,20 +13,51 @@ export function formatDuration(ms: number): string {
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
 /**
- * The rate-limit response fields. x-ratelimit-* describe the rolling window
- * (limit = requests_per_minute, remaining in the window, time until the window is empty);
- * the IETF fields (draft-ietf-httpapi-ratelimit-headers) list both policies:
- * "requests" (the rolling window) and "burst" (the burst allowance).
+ * The rate-limit response fields. x-ratelimit-*-requests describe the rolling window
+ * (limit = requests_per_minute, remaining in the window, time until the window is empty), and with
+ * a token rate x-ratelimit-*-tokens the token window (OpenAI's names). The IETF fields
+ * (draft-ietf-httpapi-ratelimit-headers) list one entry per active policy: "requests" (the rolling
+ * window), "burst" (the burst allowance), "tokens" and "concurrency" when the project has them.
  */
 export function rateLimitHeaders(decision: Admitted, windowSeconds: number, burstWindowSeconds: number): Record<string, string> {
   const { policy } = decision;
   const window = Math.max(1, Math.round(windowSeconds));
   const burstWindow = Math.max(1, Math.round(burstWindowSeconds));
-  return {
+  const policies = [`"requests";q=${policy.requests_per_minute};w=${window}`, `"burst";q=${policy.burst_limit};w=${burstWindow}`];
+  const states = [`"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}`, `"burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`];
+  const headers: Record<string, string> = {
     'x-ratelimit-limit-requests': String(policy.requests_per_minute),
     'x-ratelimit-remaining-requests': String(decision.remaining),
     'x-ratelimit-reset-requests': formatDuration(decision.resetMs),
-    'ratelimit-policy': `"requests";q=${policy.requests_per_minute};w=${window}, "burst";q=${policy.burst_limit};w=${burstWindow}`,
-    ratelimit: `"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}, "burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`,
+  };
+  if (policy.tokens_per_minute !== null) {
+    headers['x-ratelimit-limit-tokens'] = String(policy.tokens_per_minute);
+    headers['x-ratelimit-remaining-tokens'] = String(decision.tokensRemaining);
+    headers['x-ratelimit-reset-tokens'] = formatDuration(decision.tokensResetMs);
+    policies.push(`"tokens";q=${policy.tokens_per_minute};w=${window}`);
+    states.push(`"tokens";r=${decision.tokensRemaining};t=${seconds(decision.tokensResetMs)}`);
+  }
+  if (policy.max_concurrent_requests !== null) {
+    // No window: a slot frees when a request ends.
+    policies.push(`"concurrency";q=${policy.max_concurrent_requests}`);
+    states.push(`"concurrency";r=${Math.max(0, policy.max_concurrent_requests - decision.inFlight)}`);
+  }
+  headers['ratelimit-policy'] = policies.join(', ');
+  headers.ratelimit = states.join(', ');
+  return headers;
+}
+
+/**
+ * Management routes answer with their own limit: x-ratelimit-*-requests describe the management
+ * window, and the IETF fields name it "management" so a client can tell it from the model policy.
+ */
+export function managementLimitHeaders(decision: ManagementDecision, windowSeconds: number): Record<string, string> {
+  const window = Math.max(1, Math.round(windowSeconds));
+  return {
+    'x-ratelimit-limit-requests': String(decision.limit),
+    'x-ratelimit-remaining-requests': String(decision.remaining),
+    'x-ratelimit-reset-requests': formatDuration(decision.resetMs),
+    'ratelimit-policy': `"management";q=${decision.limit};w=${window}`,
+    ratelimit: `"management";r=${decision.remaining};t=${seconds(decision.resetMs)}`,
   };
 }

@@ -6,12 +6,12 @@ import { envelope, envelopeSchema } from '../http/envelope.js';
 import { resourceNotFound } from '../http/errors.js';
 import { isGatewayId } from '../http/ids.js';
 import { Cursor, errorResponses, Nullable, PageLimit } from '../http/schemas.js';
-import { ProjectFields, ProjectParams } from './admin-project-view.js';
+import { ProjectFields, ProjectParams, projectView } from './admin-policy.js';
 import { auditEvent } from './audit-event.js';
 
 const ProjectSummary = Type.Object({ id: Type.String(), ...ProjectFields });
 
-/** The project lifecycle of the admin API: list, read, delete (creation is in admin.ts). */
+/** The project lifecycle of the admin API: list and delete (creation is in admin.ts, read and policy in admin-policy.ts). */
 export const adminProjectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { store } = ctx;
 
@@ -32,25 +32,8 @@ export const adminProjectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
       const after = cursor === undefined ? null : decodeCursor(cursor, (id) => isGatewayId('proj', id));
       const page = await store.projects.list(limit, after);
       const last = page.data.at(-1);
-      return envelope('projects', { data: page.data, has_more: page.hasMore, next_cursor: page.hasMore && last ? encodeCursor(last.id) : null });
-    },
-  );
-
-  app.get(
-    '/admin/v1/projects/:project_id',
-    {
-      schema: {
-        summary: 'Retrieve a project: settings, policy and key count',
-        params: ProjectParams,
-        response: { 200: envelopeSchema({ ...ProjectFields, key_count: Type.Integer() }), ...errorResponses },
-      },
-    },
-    async (request) => {
-      const { project_id: projectId } = request.params;
-      const project = await store.projects.get(projectId);
-      if (!project) throw resourceNotFound('project', 'project_id');
-      const { id, ...fields } = project;
-      return envelope(id, { ...fields, key_count: await store.projects.keyCount(projectId) });
+      const data = page.data.map((project) => ({ id: project.id, ...projectView(project, ctx.config) }));
+      return envelope('projects', { data, has_more: page.hasMore, next_cursor: page.hasMore && last ? encodeCursor(last.id) : null });
     },
   );
 

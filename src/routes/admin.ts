@@ -11,8 +11,10 @@ import type { ProjectRecord } from '../store/types.js';
 import { ApiKeyFields, apiKeyView, mintApiKey } from './api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
-import { ProjectFields, ProjectParams } from './admin-project-view.js';
 import { auditEvent } from './audit-event.js';
+import { adminPolicyRoutes, ProjectFields, ProjectParams, projectView } from './admin-policy.js';
+import { checkCostBudget } from './policy-rules.js';
+import { CeilingsBody, PolicyFieldsBody } from './policy-schemas.js';
 
 const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Type.String() });
 
@@ -29,18 +31,19 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   });
   await app.register(adminRecordRoutes, { ctx });
   await app.register(adminProjectRoutes, { ctx });
+  await app.register(adminPolicyRoutes, { ctx });
 
   app.post(
     '/admin/v1/projects',
     {
       schema: {
-        summary: 'Create a project and its first API key (named "default")',
+        summary: 'Create a project (policy and ceilings optional: config defaults) and its first API key (named "default")',
         body: Type.Object(
           {
             name: Type.String({ minLength: 1, maxLength: 256 }),
             environment: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-            requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-            burst_limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+            ...PolicyFieldsBody,
+            ceilings: Type.Optional(CeilingsBody),
           },
           { additionalProperties: false },
         ),
@@ -48,20 +51,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       },
     },
     async (request) => {
-      const { name, environment, requests_per_minute: rpm, burst_limit: burst } = request.body;
+      const { name, environment, ceilings, ...policy } = request.body;
+      checkCostBudget(policy, ctx.config);
       const time = now();
       const at = new Date(time).toISOString();
-      const defaults = ctx.config.defaults.rate_limits;
       const project: ProjectRecord = {
         id: mintId('proj', time),
         name,
         environment: environment ?? null,
         created_at: at,
         updated_at: at,
-        rate_limits: {
-          requests_per_minute: rpm ?? defaults.requests_per_minute,
-          burst_limit: burst ?? defaults.burst_limit,
-        },
+        rate_limits: { ...ctx.config.defaults.rate_limits, ...policy },
+        ceilings: ceilings ?? {},
       };
       const { secret, key } = mintApiKey(project.id, 'default', null, time);
       await store.projects.create(project, key, [
@@ -69,8 +70,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
         auditEvent(request, 'api_key.create', project.id, key.record.id, time),
       ]);
       request.log.info({ project_id: project.id, key_id: key.record.id }, 'project created');
-      const { id, ...fields } = project;
-      return envelope(id, { ...fields, api_key: { ...apiKeyView(key.record), secret } });
+      return envelope(project.id, { ...projectView(project, ctx.config), api_key: { ...apiKeyView(key.record), secret } });
     },
   );
 

@@ -39,7 +39,9 @@ export class ModelCall {
     readonly stream: boolean,
     /** false: a stored object is read (its usage was counted when it was created). */
     private readonly options: { metersTokens: boolean } = { metersTokens: true },
-  ) {}
+  ) {
+    request.quota?.claim();
+  }
 
   upstreamModelOf(target: Target): string {
     return target.kind === 'http' ? target.upstreamModel : this.model.id;
@@ -105,6 +107,8 @@ export class ModelCall {
     if (this.finished) return;
     this.finished = true;
     if (!this.options.metersTokens) result = { ...result, promptTokens: 0, completionTokens: 0 };
+    const cost = costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens);
+    this.request.quota?.settle(result.promptTokens, result.completionTokens, cost);
     const { ctx, model } = this;
     ctx.usage.record({
       projectId: this.projectId,
@@ -112,7 +116,7 @@ export class ModelCall {
       model: model.id,
       promptTokens: result.promptTokens,
       completionTokens: result.completionTokens,
-      cost: costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens),
+      cost,
       storageBytesDelta: result.storageBytes,
     });
     const traffic = ctx.metrics.modelTraffic;

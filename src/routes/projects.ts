@@ -7,6 +7,8 @@ import { errorResponses, IsoTime, Nullable, ProjectIdParam } from '../http/schem
 import { readUsage } from '../quota/usage-query.js';
 import type { ProjectRecord } from '../store/types.js';
 import { auditEvent } from './audit-event.js';
+import { checkCeilings, checkCostBudget, effectiveCeilings } from './policy-rules.js';
+import { CeilingsView, PolicyFieldsBody, PolicyView } from './policy-schemas.js';
 import { principalOf } from './principal-of-request.js';
 import type { UsageAnswer} from './usage-schemas.js';
 import { UsageAnswerFields, UsageQuerySchema } from './usage-schemas.js';
@@ -20,7 +22,7 @@ const projectView = (project: ProjectRecord) => ({
   updated_at: project.updated_at,
 });
 
-/** SPEC endpoints 7, 8, 9: a key acts on its own project only (403 otherwise, existing or not). */
+/** SPEC endpoints 7, 8, 9: a key acts on its own project only (403 otherwise, existing or not); its policy stays within its ceilings. */
 export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { store, now } = ctx;
 
@@ -65,33 +67,31 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
     '/v1/projects/:project_id/rate-limits',
     {
       schema: {
-        summary: 'Update the rate-limit policy; the next request on every replica is admitted under it',
+        summary: 'Update the quota policy within the project ceilings; the next request on every replica is admitted under it',
         params: ProjectParams,
-        body: Type.Object(
-          {
-            requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-            burst_limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
-          },
-          { additionalProperties: false, minProperties: 1 },
-        ),
+        body: Type.Object(PolicyFieldsBody, { additionalProperties: false, minProperties: 1 }),
         response: {
-          200: envelopeSchema({ requests_per_minute: Type.Integer(), burst_limit: Type.Integer(), updated_at: IsoTime }),
+          200: envelopeSchema({ ...PolicyView, ceilings: CeilingsView, updated_at: IsoTime }),
           ...errorResponses,
         },
       },
     },
     async (request) => {
       const projectId = ownProject(request, request.params.project_id);
+      const current = await store.projects.get(projectId);
+      if (!current) throw resourceNotFound('project', 'project_id');
+      checkCeilings(request.body, current.ceilings, ctx.config);
+      checkCostBudget(request.body, ctx.config);
       const time = now();
-      const project = await store.projects.updateRateLimits(
+      const project = await store.projects.updatePolicy(
         projectId,
-        request.body,
+        { rate_limits: request.body },
         new Date(time).toISOString(),
         auditEvent(request, 'project.rate_limits.update', projectId, null, time, JSON.stringify(request.body)),
       );
       if (!project) throw resourceNotFound('project', 'project_id');
       request.log.info({ project_id: projectId, rate_limits: project.rate_limits }, 'rate-limit policy updated');
-      return envelope(projectId, { ...project.rate_limits, updated_at: project.updated_at });
+      return envelope(projectId, { ...project.rate_limits, ceilings: effectiveCeilings(project.ceilings, ctx.config), updated_at: project.updated_at });
     },
   );
 

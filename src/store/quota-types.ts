@@ -3,20 +3,72 @@ import type { RateLimitPolicy } from './types.js';
 /** Rate-limit and usage parts of the Store (DESIGN.md section 7). */
 
 export interface AdmissionSettings {
-  /** The rolling window of requests_per_minute (60 000 in production). */
+  /** The rolling window of requests_per_minute and tokens_per_minute (60 000 in production). */
   windowMs: number;
   /** The burst allowance refills by burst_limit per this many ms. */
   burstWindowMs: number;
+  /** Sub-windows of the rolling window for the counter structure (60: one a second). */
+  subWindows: number;
+  /** requests_per_minute up to this keeps the exact sliding log; above, sub-window counters. */
+  exactLogMax: number;
+  /** A concurrency lease expires this long after its last renewal (a dead replica's slots). */
+  leaseTtlMs: number;
   /** Used when the project record has no policy (it should always have one). */
   defaults: RateLimitPolicy;
 }
 
+/** What one model request asks of the policy. */
+export interface AdmissionRequest {
+  /** Tokens reserved: prompt estimate + the most output the request may produce. */
+  tokens: number;
+  /** The reserved tokens' cost (0 without pricing). */
+  cost: number;
+  /** Unique per request: the window log member and the concurrency lease id. */
+  id: string;
+  /** UTC calendar periods of the budgets: `YYYY-MM-DD` and `YYYY-MM`. */
+  day: string;
+  month: string;
+}
+
+export type RefusedBy =
+  | 'daily_tokens'
+  | 'monthly_tokens'
+  | 'monthly_cost'
+  | 'requests'
+  | 'tokens'
+  | 'concurrency'
+  /** The store is unreachable and budgets fail closed (rate_limits.budgets_when_store_down). */
+  | 'budget_unchecked';
+
+/** What an admitted request holds and must give back or correct when it ends. */
+export interface Reservation {
+  id: string;
+  /** Sub-window (absolute index) holding the token-rate charge. */
+  slot: number;
+  /** Tokens charged to the token rate; null: no token rate was charged. */
+  rateTokens: number | null;
+  /** Tokens charged to the daily / monthly token budgets; null: that budget was not charged. */
+  dayTokens: number | null;
+  monthTokens: number | null;
+  /** Cost charged to the monthly cost budget; null: not charged. */
+  monthCost: number | null;
+  day: string;
+  month: string;
+  /** A concurrency lease was taken. */
+  lease: boolean;
+  /** Taken by the per-replica fallback while the store was unreachable: settled there. */
+  local?: true;
+}
+
 /**
- * One admission decision. `remaining`/`resetMs` describe the rolling window,
- * `burstRemaining`/`burstResetMs` the burst allowance, both after the decision.
+ * One admission decision. `remaining`/`resetMs` describe the rolling request window,
+ * `burstRemaining`/`burstResetMs` the burst allowance, `tokens*` the token window and
+ * `inFlight` the concurrency leases, all after the decision.
  */
 export interface AdmissionDecision {
   allowed: boolean;
+  /** The limit that refused (a spent budget first, then requests, tokens, concurrency); null when admitted. */
+  refusedBy: RefusedBy | null;
   policy: RateLimitPolicy;
   /** Requests the window would still admit now (requests_per_minute minus those in the window). */
   remaining: number;
@@ -26,11 +78,40 @@ export interface AdmissionDecision {
   burstRemaining: number;
   /** Until the burst allowance is full again (ms). */
   burstResetMs: number;
+  /** tokens_per_minute minus the tokens charged in the window (0 without a token rate). */
+  tokensRemaining: number;
+  /** Until the token window is empty again (ms). */
+  tokensResetMs: number;
+  /** Leases held after the decision (0 without a concurrency cap). */
+  inFlight: number;
   /** Refused: the real time until a request would be admitted (ms); 0 when allowed. */
   retryAfterMs: number;
+  /** Admitted: what to settle when the request ends (null: nothing to settle). */
+  reservation: Reservation | null;
+}
+
+/** Whether an admitted request holds anything to give back or correct when it ends. */
+export function needsSettling(reservation: Reservation): boolean {
+  return (
+    reservation.lease ||
+    reservation.rateTokens !== null ||
+    reservation.dayTokens !== null ||
+    reservation.monthTokens !== null ||
+    reservation.monthCost !== null
+  );
+}
+
+/** What an admitted request really used. */
+export interface Settlement {
+  tokens: number;
+  cost: number;
 }
 
 export interface QuotaStore {
-  /** Decides and, when admitted, records one request of the project: one round trip, atomic. */
-  admit(projectId: string, settings: AdmissionSettings): Promise<AdmissionDecision>;
+  /** Decides every limit of one model request and, when admitted, charges it: one round trip, atomic. */
+  admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision>;
+  /** Replaces the reservation by the real usage and releases the lease: one round trip. */
+  settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void>;
+  /** Extends the given leases of a project (a live replica's requests) by the lease TTL. */
+  renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void>;
 }

@@ -4,15 +4,13 @@ import type { QuotaStore } from './quota-types.js';
 import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
+import type { Ceilings, PolicyPatch, RateLimitPolicy } from './policy.js';
 
 export type * from './conversation-types.js';
 
 /** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
 
-export interface RateLimitPolicy {
-  requests_per_minute: number;
-  burst_limit: number;
-}
+export type { RateLimitPolicy, Ceilings, PolicyPatch, PolicyField } from './policy.js';
 
 export interface ProjectRecord {
   id: string;
@@ -21,6 +19,8 @@ export interface ProjectRecord {
   created_at: string;
   updated_at: string;
   rate_limits: RateLimitPolicy;
+  /** The ceilings the admin set for this project (others: the config's). */
+  ceilings: Ceilings;
 }
 
 export interface ApiKeyRecord {
@@ -49,6 +49,7 @@ export type AuditAction =
   | 'project.update'
   | 'project.delete'
   | 'project.rate_limits.update'
+  | 'project.ceilings.update'
   | 'api_key.create'
   | 'api_key.rotate'
   | 'api_key.revoke';
@@ -81,8 +82,8 @@ export interface ProjectStore {
   get(projectId: string): Promise<ProjectRecord | null>;
   /** Replaces name and environment; null when the project does not exist. */
   replace(projectId: string, settings: ProjectSettings, audit: AuditEvent): Promise<ProjectRecord | null>;
-  /** Changes the given policy fields; the next admission on every replica uses them. */
-  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null>;
+  /** Changes the given policy fields and ceilings; the next admission on every replica uses them. */
+  updatePolicy(projectId: string, patch: PolicyPatch, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null>;
   /** Projects newest first, after the project id `after` (null: from the newest). */
   list(limit: number, after: string | null): Promise<{ data: ProjectRecord[]; hasMore: boolean }>;
   /** Live (not revoked) keys of a project. */

@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
-import type { FallbackTargetConfig, ModelConfig, ModelEndpointName, PricingConfig } from '../config/schema.js';
-import type { Pricing } from '../quota/cost.js';
+import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
+import { pricingFrom, type Pricing } from '../quota/cost.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_MS = 30_000;
@@ -42,8 +42,6 @@ export interface RegisteredModel {
   targets: Target[];
 }
 
-const pricingOf = (pricing: PricingConfig | undefined): Pricing | null =>
-  pricing ? { inputPerMillion: pricing.input_per_million, outputPerMillion: pricing.output_per_million } : null;
 
 /** The upstream path of a route (`/chat/completions`, `/images/generations`, …) on a target. */
 export function upstreamPath(target: HttpTarget, route: string): string {
@@ -64,7 +62,7 @@ export class ModelRegistry {
     for (const model of models) {
       const targets: Target[] = [];
       if (model.provider === 'echo') {
-        targets.push({ kind: 'echo', label: 'echo', pricing: pricingOf(model.pricing) });
+        targets.push({ kind: 'echo', label: 'echo', pricing: pricingFrom(model.pricing) });
       } else if (model.upstream !== undefined) {
         targets.push(this.httpTarget({ ...model, upstream: model.upstream }, env));
         // A fallback inherits what it does not set: the upstream model name, the timeout, the pricing.
@@ -109,7 +107,7 @@ export class ModelRegistry {
       upstreamModel: target.upstream_model ?? target.id,
       authorization: key ? `Bearer ${key}` : undefined,
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
-      pricing: pricingOf(target.pricing),
+      pricing: pricingFrom(target.pricing),
     };
   }
 

@@ -1,3 +1,4 @@
+import { fullPolicy } from '../../src/store/policy.js';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { readProcessSettings } from '../../src/config/env.js';
@@ -19,7 +20,7 @@ describe('config file', () => {
   it('loads the shipped default config with the echo model', async () => {
     const config = await loadConfigFile('config/gateway.yaml');
     expect(config.models.map((model) => model.id)).toContain('echo-1');
-    expect(config.defaults.rate_limits).toEqual({ requests_per_minute: 600, burst_limit: 100 });
+    expect(config.defaults.rate_limits).toEqual(fullPolicy({ requests_per_minute: 600, burst_limit: 100 }));
   });
 
   it('loads the example config when its key variable is set', async () => {
@@ -29,7 +30,7 @@ describe('config file', () => {
 
   it('fills defaults', () => {
     const config = parseConfigText(valid, { LLAMA_KEY: 'k' });
-    expect(config.defaults.rate_limits).toEqual({ requests_per_minute: 10, burst_limit: 2 });
+    expect(config.defaults.rate_limits).toEqual(fullPolicy({ requests_per_minute: 10, burst_limit: 2 }));
     expect(config.server.body_limit_bytes).toBe(1024 * 1024);
     expect(config.auth.cache_ttl_ms).toBe(10_000);
   });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayProcess } from '../support/gateway-process.js';
+import { ECHO_CHAT } from '../support/quota-traffic.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import { ADMIN_TOKEN } from '../support/test-app.js';
 
@@ -24,7 +25,7 @@ describe('gateway process on Redis Cluster', () => {
   it('limits, meters and reports usage with every key of a project in one slot', async () => {
     const { projectId, auth } = await gateway.createProject({ name: 'cluster', requests_per_minute: 6, burst_limit: 2 });
     const statuses = await Promise.all(
-      Array.from({ length: 12 }, () => fetch(`${gateway.url}/v1/api-keys?project_id=${projectId}`, { headers: auth }).then((r) => r.status)),
+      Array.from({ length: 12 }, () => fetch(`${gateway.url}/v1/chat/completions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(ECHO_CHAT) }).then((r) => r.status)),
     );
     expect(statuses.filter((status) => status === 200)).toHaveLength(8);
     expect(statuses.filter((status) => status === 429)).toHaveLength(4);

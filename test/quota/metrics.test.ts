@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import { GatewayProcess } from '../support/gateway-process.js';
-import { burst } from '../support/quota-traffic.js';
+import { burst, ECHO_CHAT } from '../support/quota-traffic.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, type TestProject } from '../support/test-app.js';
 
 /** The value of one series in a Prometheus text exposition (0 when absent). */
@@ -31,10 +31,14 @@ describe('Prometheus /metrics on METRICS_PORT (real process)', () => {
   it('counts the traffic sent: requests, refusals, HTTP by route and status, key cache, usage', async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 10; i++) {
-      const response = await fetch(`${gateway.url}/v1/api-keys?project_id=${project.projectId}`, { headers: project.auth });
+      const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...project.auth, 'content-type': 'application/json' },
+        body: JSON.stringify(ECHO_CHAT),
+      });
       statuses.push(response.status);
     }
-    const missing = await fetch(`${gateway.url}/v1/api-keys?project_id=${project.projectId}`);
+    const missing = await fetch(`${gateway.url}/v1/chat/completions`, { method: 'POST' });
     expect(missing.status).toBe(401);
     expect(statuses.filter((status) => status === 200)).toHaveLength(7);
     expect(statuses.filter((status) => status === 429)).toHaveLength(3);
@@ -45,10 +49,10 @@ describe('Prometheus /metrics on METRICS_PORT (real process)', () => {
     const text = await response.text();
     const p = { project_id: project.projectId };
     expect(sample(text, 'nova_usage_requests_total', p)).toBe(7);
-    expect(sample(text, 'nova_rate_limit_refusals_total', p)).toBe(3);
+    expect(sample(text, 'nova_rate_limit_refusals_total', { ...p, limit: 'requests' })).toBe(3);
     expect(sample(text, 'nova_rate_limit_decisions_total', { result: 'admitted', source: 'store' })).toBe(7);
     expect(sample(text, 'nova_rate_limit_decisions_total', { result: 'refused', source: 'store' })).toBe(3);
-    const route = { method: 'GET', route: '/v1/api-keys' };
+    const route = { method: 'POST', route: '/v1/chat/completions' };
     expect(sample(text, 'nova_http_requests_total', { ...route, status_code: '200' })).toBe(7);
     expect(sample(text, 'nova_http_requests_total', { ...route, status_code: '429' })).toBe(3);
     expect(sample(text, 'nova_http_requests_total', { ...route, status_code: '401' })).toBe(1);
@@ -79,14 +83,16 @@ describe('/metrics on the main port (METRICS_PORT=0) and without the project lab
     try {
       const project = await createProject(t.app, { name: 'p', requests_per_minute: 2, burst_limit: 0 });
       expect((await burst([t.app], project, 3)).admitted).toBe(2);
+      const tokens = (text: string, type: string) => sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type });
+      const before = (await t.app.inject({ url: '/metrics' })).body;
       t.ctx.usage.record({ projectId: project.projectId, requestId: 'req_x', model: 'echo-1', promptTokens: 4, completionTokens: 6, cost: 0.25 });
       const response = await t.app.inject({ url: '/metrics' });
       expect(response.statusCode).toBe(200);
       const text = response.body;
+      expect(tokens(text, 'prompt') - tokens(before, 'prompt')).toBe(4);
+      expect(tokens(text, 'completion') - tokens(before, 'completion')).toBe(6);
       expect(sample(text, 'nova_usage_requests_total')).toBe(2);
-      expect(sample(text, 'nova_rate_limit_refusals_total')).toBe(1);
-      expect(sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type: 'prompt' })).toBe(4);
-      expect(sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type: 'completion' })).toBe(6);
+      expect(sample(text, 'nova_rate_limit_refusals_total', { limit: 'requests' })).toBe(1);
       expect(sample(text, 'nova_usage_cost_dollars_total', { gen_ai_request_model: 'echo-1' })).toBe(0.25);
       expect(text).not.toContain(project.projectId);
       expect(text).not.toContain('project_id=');

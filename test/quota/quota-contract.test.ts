@@ -6,7 +6,7 @@ import type { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js
 import { HOUR_MS, MINUTE_MS } from '../../src/store/usage-types.js';
 import type { Store } from '../../src/store/types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS, type QuotaStoreKind } from '../support/quota-stores.js';
-import { burst, hit } from '../support/quota-traffic.js';
+import { burst, hit, manage } from '../support/quota-traffic.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import { buildTestApp, createProject, errorOf, type TestApp } from '../support/test-app.js';
 
@@ -77,6 +77,34 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     expect(await requestsIn(store, project.projectId, started - MINUTE_MS, Date.now() + MINUTE_MS)).toBe(8);
   });
 
+  it('keeps management routes apart: a project at its model limit still reads usage and changes its policy', async () => {
+    const { app } = await gateway({ rate_limits: { management_requests_per_minute: 4 } });
+    const project = await createProject(app.app, { name: 'p', requests_per_minute: 2, burst_limit: 0 });
+    expect((await burst([app.app], project, 3)).admitted).toBe(2);
+    const usage = await app.app.inject({ url: `/v1/projects/${project.projectId}/usage`, headers: project.auth });
+    expect(usage.statusCode).toBe(200);
+    expect(usage.headers['ratelimit-policy']).toBe('"management";q=4;w=60');
+    const patch = (requests: number) =>
+      app.app.inject({
+        method: 'PATCH',
+        url: `/v1/projects/${project.projectId}/rate-limits`,
+        headers: project.auth,
+        payload: { requests_per_minute: requests },
+      });
+    expect((await patch(3)).statusCode).toBe(200);
+    // The raised policy admits one more model request at once; management traffic consumed none of it.
+    expect((await hit(app.app, project)).statusCode).toBe(200);
+    expect((await hit(app.app, project)).statusCode).toBe(429);
+    // Management traffic has its own limit (4 a window): the usage read and the PATCH used two.
+    expect((await manage(app.app, project)).statusCode).toBe(200);
+    expect((await manage(app.app, project)).statusCode).toBe(200);
+    const refused = await manage(app.app, project);
+    expect(errorOf(refused)).toMatchObject({ status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+    expect(errorOf(refused).message).toContain('Management request rate limit');
+    // Model admissions are still the model policy's: refused by it, not by the management limit.
+    expect(errorOf(await hit(app.app, project)).message).not.toContain('Management');
+  });
+
   it('applies a policy change to the next request on every replica', async () => {
     const { apps } = await gateway({}, 2);
     const [a, b] = apps as [TestApp, TestApp];
@@ -90,12 +118,13 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     });
     expect(patched.statusCode).toBe(200);
     expect(patched.json()).toMatchObject({ id: project.projectId, object: 'nova.resource', status: 'succeeded', requests_per_minute: 4, burst_limit: 0 });
-    // Two requests are in the window already: two more fit, on either replica.
+    // One model request is in the window already (the PATCH is management traffic): three more fit, on either replica.
     const next = await hit(b.app, project);
     expect(next.statusCode).toBe(200);
     expect(next.headers['x-ratelimit-limit-requests']).toBe('4');
-    expect(next.headers['x-ratelimit-remaining-requests']).toBe('1');
+    expect(next.headers['x-ratelimit-remaining-requests']).toBe('2');
     expect((await hit(a.app, project)).statusCode).toBe(200);
+    expect((await hit(b.app, project)).statusCode).toBe(200);
     expect((await hit(b.app, project)).statusCode).toBe(429);
     expect((await hit(a.app, project)).statusCode).toBe(429);
   });

@@ -4,6 +4,7 @@ import { defaultConfig } from '../../src/config/gateway-config.js';
 import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { GatewayProcess } from '../support/gateway-process.js';
+import { ECHO_CHAT } from '../support/quota-traffic.js';
 import { RedisProcess } from '../support/redis-server.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
 
@@ -16,11 +17,14 @@ models:
     provider: echo
 redis:
   command_timeout_ms: ${COMMAND_TIMEOUT_MS}
+rate_limits:
+  management_requests_per_minute: 1000000
 usage:
   flush_interval_ms: 100
 `;
 
 interface Outcome {
+  model: boolean;
   status: number;
   admitted: boolean;
   ms: number;
@@ -49,7 +53,7 @@ describe('Redis trouble under traffic', () => {
     await waitUntilReady(client, 5000);
     reader = await buildTestApp('redis', {
       store: new RedisStore(client, 'nova'),
-      config: defaultConfig({ usage: { flush_interval_ms: 600_000 } }),
+      config: defaultConfig({ usage: { flush_interval_ms: 600_000 }, rate_limits: { management_requests_per_minute: 1_000_000 } }),
     });
     project = await createProject(reader.app, { name: 'faults', requests_per_minute: 100_000, burst_limit: 0 });
   });
@@ -66,19 +70,27 @@ describe('Redis trouble under traffic', () => {
     const outcomes: Outcome[] = [];
     const end = Date.now() + durationMs;
     const worker = async () => {
-      while (Date.now() < end) {
+      // Model requests (admission by the model policy, no store read after it) alternate with
+      // management reads (their own limit, then a store read that is 503 while Redis is away).
+      for (let i = 0; Date.now() < end; i++) {
         const started = Date.now();
         try {
-          const response = await fetch(`${gateway.url}/v1/api-keys?project_id=${project.projectId}&limit=1`, {
-            headers: project.auth,
-            signal: AbortSignal.timeout(REQUEST_DEADLINE_MS),
-          });
+          const signal = AbortSignal.timeout(REQUEST_DEADLINE_MS);
+          const response =
+            i % 2 === 0
+              ? await fetch(`${gateway.url}/v1/chat/completions`, {
+                  method: 'POST',
+                  headers: { ...project.auth, 'content-type': 'application/json' },
+                  body: JSON.stringify(ECHO_CHAT),
+                  signal,
+                })
+              : await fetch(`${gateway.url}/v1/api-keys?project_id=${project.projectId}&limit=1`, { headers: project.auth, signal });
           const text = await response.text();
           if (response.status !== 200 && response.status !== 503) unexpected.push(`${response.status} ${text}`);
           const admitted = response.status !== 429 && response.headers.has('x-ratelimit-limit-requests');
-          outcomes.push({ status: response.status, admitted, ms: Date.now() - started });
+          outcomes.push({ model: i % 2 === 0, status: response.status, admitted, ms: Date.now() - started });
         } catch (error) {
-          outcomes.push({ status: -1, admitted: false, ms: Date.now() - started });
+          outcomes.push({ model: i % 2 === 0, status: -1, admitted: false, ms: Date.now() - started });
           throw error;
         }
       }
@@ -116,8 +128,10 @@ describe('Redis trouble under traffic', () => {
     expect(metrics).toMatch(/nova_rate_limit_decisions_total\{result="admitted",source="fallback"\} [1-9]/);
     expect(metrics).toMatch(/nova_usage_flush_failures_total [1-9]/);
     expect(metrics).toMatch(/nova_usage_buffered_records 0\b/);
-    // Each admitted request is one record, written once and never dropped.
-    expect(metrics).toMatch(new RegExp(`nova_usage_flushed_records_total ${admitted}\\b`));
+    // Each admitted request is one record, and each model request one more (what it consumed),
+    // written once and never dropped.
+    const records = admitted + outcomes.filter((outcome) => outcome.admitted && outcome.model).length;
+    expect(metrics).toMatch(new RegExp(`nova_usage_flushed_records_total ${records}\\b`));
     expect(metrics).toMatch(/nova_usage_dropped_records_total 0\b/);
     return admitted;
   }

@@ -22,7 +22,7 @@ describe.each(STORE_KINDS)('admin API (%s store)', (kind) => {
       status: 'succeeded',
       name: 'Search',
       environment: 'production',
-      rate_limits: { requests_per_minute: 120, burst_limit: 30 },
+      rate_limits: { requests_per_minute: 120, burst_limit: 30, tokens_per_minute: null, max_concurrent_requests: null },
       api_key: { name: 'default', project_id: body.id, expires_at: null },
     });
     expect(body.id).toMatch(/^proj_[0-9A-Za-z]{16,}$/);
@@ -34,7 +34,24 @@ describe.each(STORE_KINDS)('admin API (%s store)', (kind) => {
   it('uses the configured default policy when none is given', async () => {
     t = await buildTestApp(kind);
     const body = (await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'p' } })).json();
-    expect(body.rate_limits).toEqual({ requests_per_minute: 600, burst_limit: 100 });
+    expect(body.rate_limits).toEqual({
+      requests_per_minute: 600,
+      burst_limit: 100,
+      tokens_per_minute: null,
+      max_concurrent_requests: null,
+      daily_tokens: null,
+      monthly_tokens: null,
+      monthly_cost: null,
+    });
+    expect(body.ceilings).toEqual({
+      requests_per_minute: 10_000,
+      burst_limit: 10_000,
+      tokens_per_minute: 2_000_000,
+      max_concurrent_requests: null,
+      daily_tokens: null,
+      monthly_tokens: null,
+      monthly_cost: null,
+    });
     expect(body.environment).toBeNull();
   });
 

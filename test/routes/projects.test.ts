@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hit } from '../support/quota-traffic.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 
 const invalid = { status: 400, type: 'invalid_request_error', code: 'invalid_parameter' };
@@ -72,7 +73,8 @@ describe.each(STORE_KINDS)('project settings, rate limits and usage routes (%s)'
       expect((await patch(project.projectId, { requests_per_minute: 2000 })).json()).toMatchObject({ requests_per_minute: 2000, burst_limit: 20 });
       expect((await patch(project.projectId, { requests_per_minute: 1000, burst_limit: 0 })).json()).toMatchObject({ requests_per_minute: 1000, burst_limit: 0 });
       // The next request already runs under the new policy.
-      const next = await usage(project.projectId);
+      const next = await hit(t.app, project);
+      expect(next.statusCode).toBe(200);
       expect(next.headers['x-ratelimit-limit-requests']).toBe('1000');
       expect(next.headers['ratelimit-policy']).toBe('"requests";q=1000;w=60, "burst";q=0;w=600');
     });
@@ -90,8 +92,9 @@ describe.each(STORE_KINDS)('project settings, rate limits and usage routes (%s)'
     ])('refuses %j (400, param %s)', async (payload, param) => {
       const response = await patch(project.projectId, payload);
       expect(errorOf(response)).toMatchObject({ ...invalid, param });
-      // Errors of an authenticated request carry the rate-limit headers too.
-      expect(response.headers['x-ratelimit-limit-requests']).toBe('1000');
+      // Errors of an authenticated request carry the rate-limit headers too (a management route: its own limit).
+      expect(response.headers['x-ratelimit-limit-requests']).toBe('1200');
+      expect(response.headers['ratelimit-policy']).toBe('"management";q=1200;w=60');
     });
 
     it('refuses another project (403) and keeps its policy', async () => {

@@ -1,3 +1,4 @@
+import { fullPolicy } from '../../src/store/policy.js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateSecret, hashSecret, redactSecret } from '../../src/auth/key-format.js';
 import { mintId } from '../../src/http/ids.js';
@@ -14,7 +15,8 @@ function newProject(now = Date.now()): ProjectRecord {
     environment: 'test',
     created_at: at(now),
     updated_at: at(now),
-    rate_limits: { requests_per_minute: 60, burst_limit: 10 },
+    rate_limits: fullPolicy({ requests_per_minute: 60, burst_limit: 10 }),
+    ceilings: {},
   };
 }
 

@@ -1,23 +1,35 @@
-import type { AdmissionDecision, AdmissionSettings, QuotaStore } from '../quota-types.js';
+import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../types.js';
 
-interface ProjectWindow {
-  /** Admission times of the requests counted against requests_per_minute, oldest first. */
+/** One project's limiter state: the same structures as the Redis script's keys. */
+interface ProjectState {
+  /** Admission times in the window, oldest first (only while requests_per_minute <= the exact-log maximum). */
   log: number[];
-  /** Burst tokens as of `at`; undefined = never drawn (full). */
-  tokens: number | undefined;
-  at: number;
+  /** Sub-window counters by absolute sub-window index, their sums and the oldest index held. */
+  sub: Map<number, { r: number; t: number }>;
+  rs: number;
+  ts: number;
+  low: number | undefined;
+  mode: 'log' | 'sub' | undefined;
+  since: number | undefined;
+  /** Burst tokens as of `burstAt`; undefined = never drawn (full). */
+  burstTokens: number | undefined;
+  burstAt: number;
+  /** Lease id -> expiry. */
+  leases: Map<string, number>;
+  budget: { day: string | undefined; dt: number; month: string | undefined; mt: number; mc: number };
+  touched: number;
 }
 
 const SWEEP_EVERY = 10_000;
+const IDLE_MS = 40 * 86_400_000;
 
 /**
- * The same algorithm as the Redis script (src/store/redis/rate-limit.ts), for one process:
- * a sliding log of admissions for the rolling window plus a continuously refilling burst
- * allowance. Refusals change nothing.
+ * The Redis scripts' algorithm (src/store/redis/admission-script.ts) for one process: the same
+ * exact log and sub-window counters, burst allowance, leases and budgets, with the same answers.
  */
 export class MemoryQuotaStore implements QuotaStore {
-  private readonly windows = new Map<string, ProjectWindow>();
+  private readonly states = new Map<string, ProjectState>();
   private decisions = 0;
 
   constructor(
@@ -25,56 +37,211 @@ export class MemoryQuotaStore implements QuotaStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async admit(projectId: string, settings: AdmissionSettings): Promise<AdmissionDecision> {
+  async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
     const now = this.now();
-    const { windowMs, burstWindowMs } = settings;
+    if (++this.decisions % SWEEP_EVERY === 0) this.sweep(now);
+    const s = this.stateOf(projectId, now);
+    const w = this.window(s, settings, now);
     const policy = this.policyOf(projectId) ?? settings.defaults;
-    const { requests_per_minute: rpm, burst_limit: burst } = policy;
-    if (++this.decisions % SWEEP_EVERY === 0) this.sweep(now, windowMs, burstWindowMs);
+    const { requests_per_minute: rpm, burst_limit: burst, tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
+    const { daily_tokens: daily, monthly_tokens: monthly, monthly_cost: monthlyCost } = policy;
+    const { tokens: est, cost } = request;
 
-    let state = this.windows.get(projectId);
-    if (!state) this.windows.set(projectId, (state = { log: [], tokens: undefined, at: now }));
-    let expired = 0;
-    while (expired < state.log.length && state.log[expired]! <= now - windowMs) expired++;
-    if (expired) state.log.splice(0, expired);
+    let refused: RefusedBy | null = null;
+    const budgeted = daily !== null || monthly !== null || monthlyCost !== null;
+    const dayCurrent = s.budget.day !== undefined && s.budget.day >= request.day;
+    const monthCurrent = s.budget.month !== undefined && s.budget.month >= request.month;
+    const dt = dayCurrent ? s.budget.dt : 0;
+    const mt = monthCurrent ? s.budget.mt : 0;
+    const mc = monthCurrent ? s.budget.mc : 0;
+    if (daily !== null && (dt >= daily || dt + est > daily)) refused = 'daily_tokens';
+    else if (monthly !== null && (mt >= monthly || mt + est > monthly)) refused = 'monthly_tokens';
+    else if (monthlyCost !== null && (mc >= monthlyCost || mc + cost > monthlyCost)) refused = 'monthly_cost';
 
-    let tokens = state.tokens === undefined ? burst : Math.min(burst, state.tokens + ((now - state.at) * burst) / burstWindowMs);
-    let allowed = false;
-    if (state.log.length < rpm) {
-      allowed = true;
-      state.log.push(now);
-    } else if (tokens >= 1) {
-      allowed = true;
-      tokens -= 1;
-      state.tokens = tokens;
-      state.at = now;
+    const logMode = rpm <= settings.exactLogMax;
+    let used: number;
+    if (logMode) {
+      while (s.log.length > 0 && s.log[0]! <= now - settings.windowMs) s.log.shift();
+      used = s.log.length;
+      if (s.mode === 'sub') s.since = now;
+      s.mode = 'log';
+      if (s.since !== undefined && now - s.since < settings.windowMs && s.rs > used) used = s.rs;
+    } else {
+      used = s.rs;
+      s.mode = 'sub';
     }
-    const used = state.log.length;
+    let burstTokens = s.burstTokens === undefined ? burst : Math.min(burst, s.burstTokens + ((now - s.burstAt) * burst) / settings.burstWindowMs);
+    const useWindow = used < rpm;
+    if (!refused && !useWindow && burstTokens < 1) refused = 'requests';
+    if (!refused && tpm !== null && s.ts + est > tpm) refused = 'tokens';
+    let inFlight = 0;
+    if (maxc !== null) {
+      for (const [id, expiry] of s.leases) if (expiry <= now) s.leases.delete(id);
+      inFlight = s.leases.size;
+      if (!refused && inFlight >= maxc) refused = 'concurrency';
+    }
+
+    const reservation: Reservation = {
+      id: request.id,
+      slot: w.cur,
+      rateTokens: null,
+      dayTokens: null,
+      monthTokens: null,
+      monthCost: null,
+      day: request.day,
+      month: request.month,
+      lease: false,
+    };
     let retryAfterMs = 0;
-    if (!allowed) {
-      retryAfterMs = state.log[used - rpm]! + windowMs - now;
-      if (burst > 0) retryAfterMs = Math.min(retryAfterMs, Math.ceil(((1 - tokens) * burstWindowMs) / burst));
+    if (!refused) {
+      if (useWindow) {
+        if (logMode) s.log.push(now);
+        w.add('r', 1);
+        used++;
+      } else {
+        burstTokens -= 1;
+        s.burstTokens = burstTokens;
+        s.burstAt = now;
+      }
+      if (tpm !== null) {
+        w.add('t', est);
+        reservation.rateTokens = est;
+      }
+      if (maxc !== null) {
+        s.leases.set(request.id, now + settings.leaseTtlMs);
+        inFlight++;
+        reservation.lease = true;
+      }
+      if (budgeted) {
+        if (!dayCurrent) Object.assign(s.budget, { day: request.day, dt: 0 });
+        if (!monthCurrent) Object.assign(s.budget, { month: request.month, mt: 0, mc: 0 });
+        if (daily !== null) s.budget.dt += reservation.dayTokens = est;
+        if (monthly !== null) s.budget.mt += reservation.monthTokens = est;
+        if (monthlyCost !== null) s.budget.mc += reservation.monthCost = cost;
+      }
+    } else if (refused === 'requests') {
+      const log = s.log.length === used ? s.log : undefined;
+      retryAfterMs = log && logMode ? log[used - rpm]! + settings.windowMs - now : w.drain('r', s.rs, rpm - 1);
+      if (burst > 0) retryAfterMs = Math.min(retryAfterMs, Math.ceil(((1 - burstTokens) * settings.burstWindowMs) / burst));
+    } else if (refused === 'tokens') {
+      retryAfterMs = est > tpm! ? settings.windowMs : w.drain('t', s.ts, tpm! - est);
+    } else if (refused === 'concurrency') {
+      retryAfterMs = 1000;
     }
+
+    let resetMs = 0;
+    if (used > 0) resetMs = logMode && s.log.length > 0 ? s.log.at(-1)! + settings.windowMs - now : w.endMs;
     return {
-      allowed,
-      policy: { requests_per_minute: rpm, burst_limit: burst },
+      allowed: refused === null,
+      refusedBy: refused,
+      policy,
       remaining: Math.max(0, rpm - used),
-      resetMs: used > 0 ? state.log[used - 1]! + windowMs - now : 0,
-      burstRemaining: Math.floor(tokens + 1e-9),
-      burstResetMs: burst > 0 && tokens < burst ? Math.ceil(((burst - tokens) * burstWindowMs) / burst) : 0,
-      retryAfterMs,
+      resetMs,
+      burstRemaining: Math.floor(burstTokens + 1e-9),
+      burstResetMs: burst > 0 && burstTokens < burst ? Math.ceil(((burst - burstTokens) * settings.burstWindowMs) / burst) : 0,
+      tokensRemaining: Math.max(0, (tpm ?? 0) - s.ts),
+      tokensResetMs: s.ts > 0 ? w.endMs : 0,
+      inFlight,
+      retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
+      reservation: refused === null && needsSettling(reservation) ? reservation : null,
+    };
+  }
+
+  async settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
+    const now = this.now();
+    const s = this.stateOf(projectId, now);
+    const w = this.window(s, settings, now);
+    if (reservation.rateTokens !== null) {
+      let delta = used.tokens - reservation.rateTokens;
+      const held = s.sub.get(reservation.slot);
+      if (held && reservation.slot >= s.low!) {
+        if (held.t + delta < 0) delta = -held.t;
+        held.t += delta;
+        s.ts = Math.max(0, s.ts + delta);
+      } else if (delta > 0) {
+        w.add('t', delta);
+      }
+    }
+    if (reservation.dayTokens !== null && s.budget.day === reservation.day) s.budget.dt += used.tokens - reservation.dayTokens;
+    if (reservation.monthTokens !== null && s.budget.month === reservation.month) s.budget.mt += used.tokens - reservation.monthTokens;
+    if (reservation.monthCost !== null && s.budget.month === reservation.month) s.budget.mc += used.cost - reservation.monthCost;
+    if (reservation.lease) s.leases.delete(reservation.id);
+  }
+
+  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
+    const now = this.now();
+    const leases = this.states.get(projectId)?.leases;
+    for (const id of leaseIds) if (leases?.has(id)) leases.set(id, now + settings.leaseTtlMs);
+  }
+
+  private stateOf(projectId: string, now: number): ProjectState {
+    let state = this.states.get(projectId);
+    if (!state) {
+      state = {
+        log: [],
+        sub: new Map(),
+        rs: 0,
+        ts: 0,
+        low: undefined,
+        mode: undefined,
+        since: undefined,
+        burstTokens: undefined,
+        burstAt: now,
+        leases: new Map(),
+        budget: { day: undefined, dt: 0, month: undefined, mt: 0, mc: 0 },
+        touched: now,
+      };
+      this.states.set(projectId, state);
+    }
+    state.touched = now;
+    return state;
+  }
+
+  /** The sub-window counters brought up to now (what left the window subtracted), and their helpers. */
+  private window(s: ProjectState, settings: AdmissionSettings, now: number) {
+    const n = settings.subWindows;
+    const sub = settings.windowMs / n;
+    const cur = Math.floor(now / sub);
+    const first = cur - n;
+    if (s.low !== undefined && s.low < first) {
+      for (const [k, counts] of s.sub) {
+        if (k >= first) continue;
+        s.rs -= counts.r;
+        s.ts -= counts.t;
+        s.sub.delete(k);
+      }
+      s.rs = Math.max(0, s.rs);
+      s.ts = Math.max(0, s.ts);
+    }
+    if (s.low === undefined || s.low < first) s.low = first;
+    return {
+      cur,
+      endMs: Math.ceil((cur + n + 1) * sub - now),
+      add: (kind: 'r' | 't', amount: number) => {
+        let counts = s.sub.get(cur);
+        if (!counts) s.sub.set(cur, (counts = { r: 0, t: 0 }));
+        counts[kind] += amount;
+        if (kind === 'r') s.rs += amount;
+        else s.ts += amount;
+      },
+      /** ms until the window's count has dropped to at most `target`. */
+      drain: (kind: 'r' | 't', total: number, target: number) => {
+        let freed = 0;
+        for (let k = s.low!; k <= cur; k++) {
+          freed += s.sub.get(k)?.[kind] ?? 0;
+          if (total - freed <= target) return Math.max(1, Math.ceil((k + n + 1) * sub - now));
+        }
+        return settings.windowMs;
+      },
     };
   }
 
   forgetProject(projectId: string): void {
-    this.windows.delete(projectId);
+    this.states.delete(projectId);
   }
 
-  /** Forgets projects whose window is empty and whose burst allowance is full again. */
-  private sweep(now: number, windowMs: number, burstWindowMs: number): void {
-    for (const [projectId, state] of this.windows) {
-      const idle = state.log.length === 0 || state.log.at(-1)! <= now - windowMs;
-      if (idle && now - state.at >= burstWindowMs) this.windows.delete(projectId);
-    }
+  /** Forgets projects idle longer than any window, lease or budget period they could still hold. */
+  private sweep(now: number): void {
+    for (const [projectId, state] of this.states) if (now - state.touched > IDLE_MS) this.states.delete(projectId);
   }
 }

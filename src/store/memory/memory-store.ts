@@ -66,10 +66,11 @@ export class MemoryStore implements Store {
       this.appendAudit(audit);
       return clone(project);
     },
-    updateRateLimits: async (projectId, patch, updatedAt, audit) => {
+    updatePolicy: async (projectId, patch, updatedAt, audit) => {
       const project = this.projectsById.get(projectId);
       if (!project) return null;
-      project.rate_limits = { ...project.rate_limits, ...patch };
+      project.rate_limits = { ...project.rate_limits, ...patch.rate_limits };
+      project.ceilings = { ...project.ceilings, ...patch.ceilings };
       project.updated_at = updatedAt;
       this.appendAudit(audit);
       return clone(project);

@@ -22,6 +22,9 @@ export class KeyNames {
   usageStorageSizes = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:sizes`;
   /** Bytes the project's live conversations hold (their stored-size bound). */
   conversationBytesHeld = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage:conversations`;
+  rateSubWindows = (projectId: string) => `${this.prefix}:{${projectId}}:rl:sub`;
+  rateLeases = (projectId: string) => `${this.prefix}:{${projectId}}:rl:leases`;
+  budgets = (projectId: string) => `${this.prefix}:{${projectId}}:rl:budget`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   /** Per replica, the newest usage batch applied to the project (exactly-once writes). */
   usageApplied = (projectId: string) => `${this.prefix}:{${projectId}}:usage:applied`;

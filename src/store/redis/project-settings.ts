@@ -1,9 +1,9 @@
-import type { AuditEvent, ProjectRecord, ProjectSettings, RateLimitPolicy } from '../types.js';
+import type { AuditEvent, PolicyPatch, ProjectRecord, ProjectSettings } from '../types.js';
 import { AUDIT_MAX_LENGTH } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { auditToFields, pairsToObject, projectFromHash } from './records.js';
+import { auditToFields, pairsToObject, policyPatchToHash, projectFromHash } from './records.js';
 
 /**
  * Changes fields of an existing project and appends the audit entry, atomically; a
@@ -20,7 +20,7 @@ return redis.call('HGETALL', KEYS[1])
 
 type Scripted = RedisClient & { novaUpdateProject(...args: (string | number)[]): Promise<string[] | null> };
 
-/** PUT /v1/projects/{id} and PATCH …/rate-limits on Redis. */
+/** PUT /v1/projects/{id}, PATCH …/rate-limits and the admin's policy and ceiling changes on Redis. */
 export class RedisProjectSettings {
   private readonly redis: Scripted;
 
@@ -36,11 +36,8 @@ export class RedisProjectSettings {
     return this.update(projectId, { name: settings.name, environment: settings.environment ?? '', updated_at: settings.updated_at }, audit);
   }
 
-  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
-    const fields: Record<string, string> = { updated_at: updatedAt };
-    if (patch.requests_per_minute !== undefined) fields.requests_per_minute = String(patch.requests_per_minute);
-    if (patch.burst_limit !== undefined) fields.burst_limit = String(patch.burst_limit);
-    return this.update(projectId, fields, audit);
+  updatePolicy(projectId: string, patch: PolicyPatch, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
+    return this.update(projectId, { ...policyPatchToHash(patch), updated_at: updatedAt }, audit);
   }
 
   private async update(projectId: string, fields: Record<string, string>, audit: AuditEvent): Promise<ProjectRecord | null> {

@@ -1,4 +1,4 @@
-import type { AuditEvent, NewKey, ProjectRecord, ProjectSettings, ProjectStore, RateLimitPolicy } from '../types.js';
+import type { AuditEvent, NewKey, PolicyPatch, ProjectRecord, ProjectSettings, ProjectStore } from '../types.js';
 import { RedisProjectLifecycle } from './project-lifecycle.js';
 import { RedisProjectSettings } from './project-settings.js';
 import { principalOf } from '../principal.js';
@@ -37,8 +37,8 @@ export class RedisProjectStore implements ProjectStore {
     return this.settings.replace(projectId, settings, audit);
   }
 
-  updateRateLimits(projectId: string, patch: Partial<RateLimitPolicy>, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
-    return this.settings.updateRateLimits(projectId, patch, updatedAt, audit);
+  updatePolicy(projectId: string, patch: PolicyPatch, updatedAt: string, audit: AuditEvent): Promise<ProjectRecord | null> {
+    return this.settings.updatePolicy(projectId, patch, updatedAt, audit);
   }
 
   async create(project: ProjectRecord, firstKey: NewKey, audit: AuditEvent[]): Promise<void> {

@@ -1,113 +1,123 @@
-import { randomBase62 } from '../../http/ids.js';
-import type { AdmissionDecision, AdmissionSettings, QuotaStore } from '../quota-types.js';
+import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import type { RateLimitPolicy } from '../policy.js';
 import type { RedisClient } from './connect.js';
+import { ADMIT_SCRIPT, RENEW_SCRIPT, SETTLE_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
-/**
- * One admission decision in one round trip, atomic across replicas.
- * KEYS: project hash (policy), window log (sorted set of admission times), burst state (hash).
- * ARGV: window ms, burst window ms, default rpm, default burst, unique member suffix.
- *
- * The clock is the Redis server's (TIME), so replicas' clock skew cannot widen the window.
- * A request counts against the rolling window while fewer than requests_per_minute
- * admissions lie in it; otherwise it draws a burst token (refilling continuously at
- * burst_limit per burst window); otherwise it is refused and nothing is written.
- * Returns {allowed, rpm, burst, remaining, reset ms, burst remaining, burst reset ms, retry ms}.
- */
-const ADMIT_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(ARGV[1])
-local burstWindow = tonumber(ARGV[2])
-local policy = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit')
-local rpm = tonumber(policy[1]) or tonumber(ARGV[3])
-local burst = tonumber(policy[2]) or tonumber(ARGV[4])
-
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-local used = redis.call('ZCARD', KEYS[2])
-
-local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
-local tokens = burst
-if state[1] then
-  tokens = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow)
-end
-
-local allowed = 0
-if used < rpm then
-  allowed = 1
-  used = used + 1
-  redis.call('ZADD', KEYS[2], now, now .. ':' .. ARGV[5])
-  redis.call('PEXPIRE', KEYS[2], window)
-elseif tokens >= 1 then
-  allowed = 1
-  tokens = tokens - 1
-  redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', tokens), 'at', now)
-  redis.call('PEXPIRE', KEYS[3], burstWindow)
-end
-
-local resetMs = 0
-if used > 0 then
-  local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  resetMs = tonumber(newest[2]) + window - now
-end
-local burstReset = 0
-if burst > 0 and tokens < burst then burstReset = math.ceil((burst - tokens) * burstWindow / burst) end
-local retry = 0
-if allowed == 0 then
-  local entry = redis.call('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
-  retry = tonumber(entry[2]) + window - now
-  if burst > 0 then
-    local burstWait = math.ceil((1 - tokens) * burstWindow / burst)
-    if burstWait < retry then retry = burstWait end
-  end
-end
-return {allowed, rpm, burst, math.max(0, rpm - used), resetMs, math.floor(tokens + 1e-9), burstReset, retry}
-`;
-
 type Scripted = RedisClient & {
-  novaAdmit(...args: (string | number)[]): Promise<number[]>;
+  novaAdmit(...args: (string | number)[]): Promise<(string | number)[]>;
+  novaSettle(...args: (string | number)[]): Promise<number>;
+  novaRenew(...args: (string | number)[]): Promise<number>;
 };
 
+const optional = (value: string | number) => (value === '' ? null : Number(value));
+
+/** Admission, settlement and lease renewal of every limit in one round trip each (src/store/redis/admission-script.ts). */
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
-  /** Members of the window log must be unique: replica id + sequence. */
-  private readonly replica = randomBase62(8);
-  private sequence = 0;
 
   constructor(
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
+    redis.defineCommand('novaAdmit', { numberOfKeys: 6, lua: ADMIT_SCRIPT });
+    redis.defineCommand('novaSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
+    redis.defineCommand('novaRenew', { numberOfKeys: 1, lua: RENEW_SCRIPT });
     this.redis = redis as Scripted;
   }
 
-  async admit(projectId: string, settings: AdmissionSettings): Promise<AdmissionDecision> {
-    this.sequence = (this.sequence + 1) % Number.MAX_SAFE_INTEGER;
+  async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
+    const k = this.keys;
     const reply = await guard(
       this.redis.novaAdmit(
-        this.keys.project(projectId),
-        this.keys.rateWindow(projectId),
-        this.keys.rateBurst(projectId),
+        k.project(projectId),
+        k.rateWindow(projectId),
+        k.rateBurst(projectId),
+        k.rateSubWindows(projectId),
+        k.rateLeases(projectId),
+        k.budgets(projectId),
         Math.round(settings.windowMs),
+        settings.subWindows,
         Math.round(settings.burstWindowMs),
+        settings.exactLogMax,
+        Math.round(settings.leaseTtlMs),
         settings.defaults.requests_per_minute,
         settings.defaults.burst_limit,
-        `${this.replica}${this.sequence.toString(36)}`,
+        request.id,
+        request.tokens,
+        request.cost,
+        request.day,
+        request.month,
       ),
     );
-    const [allowed, rpm, burst, remaining, resetMs, burstRemaining, burstResetMs, retryAfterMs] = reply.map(Number) as [
-      number, number, number, number, number, number, number, number,
-    ];
-    return {
-      allowed: allowed === 1,
-      policy: { requests_per_minute: rpm, burst_limit: burst },
-      remaining,
-      resetMs,
-      burstRemaining,
-      burstResetMs,
-      retryAfterMs,
+    const [refused, rpm, burst, tpm, maxc, daily, monthly, cost] = reply;
+    const [remaining, resetMs, burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs] = reply.slice(8, 16).map(Number) as number[];
+    const [slot, rateTokens, dayTokens, monthTokens, costCharged, lease] = reply.slice(16).map(Number) as number[];
+    const policy: RateLimitPolicy = {
+      requests_per_minute: Number(rpm),
+      burst_limit: Number(burst),
+      tokens_per_minute: optional(tpm!),
+      max_concurrent_requests: optional(maxc!),
+      daily_tokens: optional(daily!),
+      monthly_tokens: optional(monthly!),
+      monthly_cost: optional(cost!),
     };
+    const allowed = refused === '';
+    const charged = (value: number) => (value < 0 ? null : value);
+    const reservation: Reservation = {
+      id: request.id,
+      slot: slot!,
+      rateTokens: charged(rateTokens!),
+      dayTokens: charged(dayTokens!),
+      monthTokens: charged(monthTokens!),
+      monthCost: costCharged === 1 ? request.cost : null,
+      day: request.day,
+      month: request.month,
+      lease: lease === 1,
+    };
+    return {
+      allowed,
+      refusedBy: allowed ? null : (refused as RefusedBy),
+      policy,
+      remaining: remaining!,
+      resetMs: resetMs!,
+      burstRemaining: burstRemaining!,
+      burstResetMs: burstResetMs!,
+      tokensRemaining: tokensRemaining!,
+      tokensResetMs: tokensResetMs!,
+      inFlight: inFlight!,
+      retryAfterMs: retryAfterMs!,
+      reservation: allowed && needsSettling(reservation) ? reservation : null,
+    };
+  }
+
+  async settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
+    const k = this.keys;
+    await guard(
+      this.redis.novaSettle(
+        k.rateSubWindows(projectId),
+        k.rateLeases(projectId),
+        k.budgets(projectId),
+        Math.round(settings.windowMs),
+        settings.subWindows,
+        reservation.slot,
+        reservation.rateTokens ?? -1,
+        reservation.dayTokens ?? -1,
+        reservation.monthTokens ?? -1,
+        reservation.monthCost ?? -1,
+        used.tokens,
+        used.cost,
+        reservation.day,
+        reservation.month,
+        reservation.id,
+        reservation.lease ? 1 : 0,
+      ),
+    );
+  }
+
+  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
+    if (leaseIds.length === 0) return;
+    await guard(this.redis.novaRenew(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
   }
 }

@@ -1,3 +1,4 @@
+import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type RateLimitPolicy } from '../policy.js';
 import type { ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
 /** HGETALL as a flat [field, value, …] list (what Lua scripts return) to an object. */
@@ -39,6 +40,17 @@ export function apiKeyFromHash(hash: Record<string, string>): ApiKeyRecord | nul
   };
 }
 
+const CEILING = 'ceiling:';
+const numberOrEmpty = (value: number | null) => (value === null ? '' : String(value));
+
+/** Hash fields of a policy patch: limits under their own names, ceilings under `ceiling:<field>` ('' = none). */
+export function policyPatchToHash(patch: PolicyPatch): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const [field, value] of Object.entries(patch.rate_limits ?? {})) fields[field] = numberOrEmpty(value);
+  for (const [field, value] of Object.entries(patch.ceilings ?? {})) fields[CEILING + field] = numberOrEmpty(value);
+  return fields;
+}
+
 export function projectToHash(project: ProjectRecord): Record<string, string> {
   return {
     id: project.id,
@@ -46,9 +58,27 @@ export function projectToHash(project: ProjectRecord): Record<string, string> {
     environment: project.environment ?? '',
     created_at: project.created_at,
     updated_at: project.updated_at,
-    requests_per_minute: String(project.rate_limits.requests_per_minute),
-    burst_limit: String(project.rate_limits.burst_limit),
+    ...policyPatchToHash({ rate_limits: project.rate_limits, ceilings: project.ceilings }),
   };
+}
+
+/** A project stored before a limit existed has none of it (a missing field is null). */
+function policyFromHash(hash: Record<string, string>): RateLimitPolicy {
+  const policy = { requests_per_minute: Number(hash.requests_per_minute), burst_limit: Number(hash.burst_limit) } as RateLimitPolicy;
+  for (const field of OPTIONAL_FIELDS) {
+    const value = hash[field];
+    (policy as unknown as Record<string, number | null>)[field] = value === undefined || value === '' ? null : Number(value);
+  }
+  return policy;
+}
+
+function ceilingsFromHash(hash: Record<string, string>): Ceilings {
+  const ceilings: Ceilings = {};
+  for (const field of POLICY_FIELDS) {
+    const value = hash[CEILING + field];
+    if (value !== undefined) ceilings[field] = value === '' ? null : Number(value);
+  }
+  return ceilings;
 }
 
 export function projectFromHash(hash: Record<string, string>): ProjectRecord | null {
@@ -59,7 +89,8 @@ export function projectFromHash(hash: Record<string, string>): ProjectRecord | n
     environment: orNull(hash.environment),
     created_at: hash.created_at!,
     updated_at: hash.updated_at!,
-    rate_limits: { requests_per_minute: Number(hash.requests_per_minute), burst_limit: Number(hash.burst_limit) },
+    rate_limits: policyFromHash(hash),
+    ceilings: ceilingsFromHash(hash),
   };
 }
 

@@ -1,0 +1,47 @@
+import type { Reservation } from '../store/quota-types.js';
+import type { Charge } from './request-charge.js';
+import { costOf } from './cost.js';
+
+/** How long a response that ended may wait for its route to report usage before the reservation is settled as charged. */
+const OWNED_GRACE_MS = 30_000;
+
+export interface Settler {
+  settle(projectId: string, reservation: Reservation, used: { tokens: number; cost: number }, reserved: number): void;
+}
+
+/**
+ * What one admitted model request holds (token charge, budget charges, concurrency lease), settled
+ * exactly once. A route that meters tokens (ModelCall) claims it and settles it with the real usage
+ * in `finish`; otherwise it is settled as nothing used when the response ends, however it ends.
+ */
+export class QuotaReservation {
+  private state: 'open' | 'claimed' | 'settled' = 'open';
+
+  constructor(
+    private readonly settler: Settler,
+    readonly projectId: string,
+    readonly reservation: Reservation,
+    readonly charge: Charge,
+  ) {}
+
+  claim(): void {
+    if (this.state === 'open') this.state = 'claimed';
+  }
+
+  /** `cost`: what the target that served it charges (default: at the model's price). */
+  settle(promptTokens: number, completionTokens: number, cost = costOf(this.charge.pricing, promptTokens, completionTokens)): void {
+    if (this.state === 'settled') return;
+    this.state = 'settled';
+    const used = { tokens: promptTokens + completionTokens, cost };
+    this.settler.settle(this.projectId, this.reservation, used, this.charge.tokens);
+  }
+
+  /** The response ended (completed, aborted or failed): settle what no route will. */
+  responseClosed(): void {
+    if (this.state === 'open') this.settle(0, 0);
+    else if (this.state === 'claimed') {
+      // The route reports usage right after an abort; if it never does, the charge stands as reserved.
+      setTimeout(() => this.settle(this.charge.promptTokens, this.charge.tokens - this.charge.promptTokens), OWNED_GRACE_MS).unref();
+    }
+  }
+}

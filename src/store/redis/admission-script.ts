@@ -1,0 +1,233 @@
+/**
+ * The admission and settlement scripts (Lua, run atomically by Redis). Every key carries the
+ * project's `{project_id}` hash tag, so both run on Redis Cluster. The clock is Redis's own (TIME).
+ *
+ * Constant memory per project:
+ * - `rl:window`, a sorted set of admission times, only while requests_per_minute <= the exact-log
+ *   maximum (at most that many members): the exact sliding log.
+ * - `rl:sub`, one hash of sub-window counters: `r<k>` requests and `t<k>` tokens charged in absolute
+ *   sub-window k (window / N ms long), their running sums `rs`/`ts`, and `low`, the oldest
+ *   sub-window still held. At most 2 (N + 1) + 5 fields; older sub-windows are subtracted and
+ *   deleted as time passes. The window's count includes the whole of the oldest sub-window, which
+ *   lies only partly inside the rolling window: the count never under-states what the rolling window
+ *   holds, so nothing is ever admitted beyond the limit; a charge just leaves the count up to one
+ *   sub-window (window / N) late.
+ * - `rl:burst` (tokens, at), `rl:leases` (a sorted set: one member per request in flight, scored by
+ *   its expiry), `rl:budget` (day, dt, month, mt, mc: the current UTC day's and month's charges).
+ */
+
+/** Brings `rl:sub` (SUB) up to the current sub-window: subtracts and deletes what left the window. */
+const EXPIRE_SUB_WINDOWS = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local sub = window / n
+local cur = math.floor(now / sub)
+local first = cur - n
+local function num(v) return tonumber(v) or 0 end
+local meta = redis.call('HMGET', SUB, 'low', 'rs', 'ts', 'mode', 'since')
+local low = tonumber(meta[1])
+local rs, ts = num(meta[2]), num(meta[3])
+if low ~= nil and first - low > n then
+  redis.call('DEL', SUB)
+  rs, ts, meta[4], meta[5] = 0, 0, false, false
+elseif low ~= nil and low < first then
+  for k = low, first - 1 do
+    local v = redis.call('HMGET', SUB, 'r' .. k, 't' .. k)
+    rs, ts = rs - num(v[1]), ts - num(v[2])
+    redis.call('HDEL', SUB, 'r' .. k, 't' .. k)
+  end
+end
+if rs < 0 then rs = 0 end
+if ts < 0 then ts = 0 end
+if low == nil or low < first then low = first end
+local function saveSub()
+  redis.call('HSET', SUB, 'low', low, 'rs', rs, 'ts', ts)
+  redis.call('PEXPIRE', SUB, math.ceil(window + 2 * sub))
+end
+-- ms until the window's count of prefix (r or t) has dropped to at most target
+local function drain(prefix, total, target)
+  local acc = 0
+  for k = low, cur do
+    acc = acc + num(redis.call('HGET', SUB, prefix .. k))
+    if total - acc <= target then return math.max(1, math.ceil((k + n + 1) * sub - now)) end
+  end
+  return window
+end
+`;
+
+/**
+ * KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash.
+ * ARGV: window ms, sub-windows N, burst window ms, exact-log maximum, lease TTL ms, default rpm,
+ * default burst, request id, tokens to reserve, cost to reserve, day, month.
+ * Checks a spent budget first, then the request rate (window, else burst), the token rate and the
+ * concurrency cap; writes only when every check passes (a refusal costs nothing).
+ */
+export const ADMIT_SCRIPT = `
+local SUB = KEYS[4]
+${EXPIRE_SUB_WINDOWS}
+local burstWindow = tonumber(ARGV[3])
+local leaseTtl = tonumber(ARGV[5])
+local id, est, cost, day, month = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], ARGV[12]
+local p = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
+local rpm = tonumber(p[1]) or tonumber(ARGV[6])
+local burst = tonumber(p[2]) or tonumber(ARGV[7])
+local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
+
+local refused = ''
+-- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
+local bud, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
+if daily or monthly or mcost then
+  bud = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
+  if bud[1] and bud[1] >= day then dayFresh, dt = false, num(bud[2]) end
+  if bud[3] and bud[3] >= month then monthFresh, mt, mc = false, num(bud[4]), num(bud[5]) end
+  if daily and (dt >= daily or dt + est > daily) then refused = 'daily_tokens'
+  elseif monthly and (mt >= monthly or mt + est > monthly) then refused = 'monthly_tokens'
+  elseif mcost and (mc >= mcost or mc + cost > mcost) then refused = 'monthly_cost' end
+end
+
+-- request rate: the exact log for small policies, the sub-window counters for large ones
+local logMode = rpm <= tonumber(ARGV[4])
+local used
+if logMode then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  used = redis.call('ZCARD', KEYS[2])
+  if meta[4] == 'sub' then
+    meta[5] = now
+    redis.call('HSET', SUB, 'mode', 'log', 'since', now)
+  elseif not meta[4] then
+    redis.call('HSET', SUB, 'mode', 'log')
+  end
+  -- just switched from counters: the log does not hold the window yet, the counters do
+  if meta[5] and now - tonumber(meta[5]) < window and rs > used then used = rs end
+else
+  used = rs
+  if meta[4] ~= 'sub' then redis.call('HSET', SUB, 'mode', 'sub') end
+end
+local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
+local btok = burst
+if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
+local useWindow = used < rpm
+if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
+if refused == '' and tpm and ts + est > tpm then refused = 'tokens' end
+local inflight = 0
+if maxc then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  inflight = redis.call('ZCARD', KEYS[5])
+  if refused == '' and inflight >= maxc then refused = 'concurrency' end
+end
+
+local retry, rateTokens, dayTokens, monthTokens, costCharged, lease = 0, -1, -1, -1, 0, 0
+if refused == '' then
+  if useWindow then
+    if logMode then
+      redis.call('ZADD', KEYS[2], now, id)
+      redis.call('PEXPIRE', KEYS[2], window)
+    end
+    redis.call('HINCRBY', SUB, 'r' .. cur, 1)
+    rs, used = rs + 1, used + 1
+  else
+    btok = btok - 1
+    redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
+    redis.call('PEXPIRE', KEYS[3], burstWindow)
+  end
+  if tpm then
+    redis.call('HINCRBY', SUB, 't' .. cur, est)
+    ts, rateTokens = ts + est, est
+  end
+  if maxc then
+    redis.call('ZADD', KEYS[5], now + leaseTtl, id)
+    redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
+    inflight, lease = inflight + 1, 1
+  end
+  if bud then
+    if dayFresh then redis.call('HSET', KEYS[6], 'day', day, 'dt', 0) end
+    if monthFresh then redis.call('HSET', KEYS[6], 'month', month, 'mt', 0, 'mc', 0) end
+    if daily then redis.call('HINCRBY', KEYS[6], 'dt', est); dayTokens = est end
+    if monthly then redis.call('HINCRBY', KEYS[6], 'mt', est); monthTokens = est end
+    if mcost then redis.call('HINCRBYFLOAT', KEYS[6], 'mc', cost); costCharged = 1 end
+    redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
+  end
+elseif refused == 'requests' then
+  if logMode and used >= rpm and used == redis.call('ZCARD', KEYS[2]) then
+    local entry = redis.call('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
+    retry = tonumber(entry[2]) + window - now
+  else
+    retry = drain('r', rs, rpm - 1)
+  end
+  if burst > 0 then retry = math.min(retry, math.ceil((1 - btok) * burstWindow / burst)) end
+elseif refused == 'tokens' then
+  if est > tpm then retry = window else retry = drain('t', ts, tpm - est) end
+elseif refused == 'concurrency' then
+  retry = 1000
+end
+saveSub()
+
+local resetMs = 0
+if used > 0 then
+  if logMode and redis.call('EXISTS', KEYS[2]) == 1 then
+    local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    resetMs = tonumber(newest[2]) + window - now
+  else
+    resetMs = math.ceil((cur + n + 1) * sub - now)
+  end
+end
+local tokensReset = 0
+if ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
+local burstReset = 0
+if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
+return {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7] or '',
+  math.max(0, rpm - used), resetMs, math.floor(btok + 1e-9), burstReset,
+  math.max(0, (tpm or 0) - ts), tokensReset, inflight, math.max(0, math.ceil(retry)),
+  cur, rateTokens, dayTokens, monthTokens, costCharged, lease}
+`;
+
+/**
+ * KEYS: sub-window hash, leases, budget hash.
+ * ARGV: window ms, sub-windows N, slot, rate tokens charged (-1: none), day tokens charged,
+ * month tokens charged, cost charged (-1: none), tokens used, cost used, day, month, request id,
+ * lease taken (1/0).
+ * The charge becomes the real usage where it still counts: in its sub-window while that is in the
+ * window (else an excess is added to the current one), in its budget period while that is current.
+ */
+export const SETTLE_SCRIPT = `
+local SUB = KEYS[1]
+${EXPIRE_SUB_WINDOWS}
+local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local usedTokens, usedCost = tonumber(ARGV[8]), tonumber(ARGV[9])
+if rateTokens >= 0 then
+  local delta = usedTokens - rateTokens
+  if slot >= low then
+    local v = num(redis.call('HGET', SUB, 't' .. slot)) + delta
+    if v < 0 then delta, v = delta - v, 0 end
+    redis.call('HSET', SUB, 't' .. slot, v)
+    ts = ts + delta
+  elseif delta > 0 then
+    redis.call('HINCRBY', SUB, 't' .. cur, delta)
+    ts = ts + delta
+  end
+  if ts < 0 then ts = 0 end
+end
+saveSub()
+if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
+  local b = redis.call('HMGET', KEYS[3], 'day', 'month')
+  if dayTokens >= 0 and b[1] == ARGV[10] then redis.call('HINCRBY', KEYS[3], 'dt', usedTokens - dayTokens) end
+  if monthTokens >= 0 and b[2] == ARGV[11] then redis.call('HINCRBY', KEYS[3], 'mt', usedTokens - monthTokens) end
+  if costCharged >= 0 and b[2] == ARGV[11] then
+    redis.call('HINCRBYFLOAT', KEYS[3], 'mc', string.format('%.17g', usedCost - costCharged))
+  end
+end
+if ARGV[13] == '1' then redis.call('ZREM', KEYS[2], ARGV[12]) end
+return 1
+`;
+
+/** KEYS: leases. ARGV: lease TTL ms, lease ids… Extends the leases that still exist. */
+export const RENEW_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+return 1
+`;
