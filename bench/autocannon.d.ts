@@ -15,7 +15,8 @@ declare module 'autocannon' {
     p99: number;
   }
   interface Result {
-    requests: Histogram;
+    requests: Histogram & { total: number };
+    '2xx': number;
     latency: Histogram;
     non2xx: number;
     errors: number;
