@@ -14,7 +14,7 @@ import { installJsonParser } from './http/json-body.js';
 import { refuseRepeatedAuthorization } from './http/repeated-headers.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
-import { adminRoutes } from './routes/admin.js';
+import { adminRoutes } from './routes/admin/admin.js';
 import { healthRoutes } from './routes/health.js';
 import { v1Routes } from './routes/v1.js';
 import { StoreHealth } from './store/store-health.js';

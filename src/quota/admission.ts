@@ -1,5 +1,5 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
-import { randomBase62 } from '../http/ids.js';
+import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
 import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';

@@ -1,4 +1,4 @@
-import { randomBase62 } from '../http/ids.js';
+import { randomBase62 } from '../ids.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
 import { costParts, emptyCounts, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';

@@ -1,18 +1,18 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../app-context.js';
-import { apiKeyRoutes } from './api-keys.js';
-import { admitRequest } from '../quota/admission-hook.js';
-import { projectRoutes } from './projects.js';
-import { assetRoutes } from './assets.js';
-import { audioSpeechRoutes } from './audio-speech.js';
-import { imageRoutes } from './images.js';
-import { audioTranscriptionRoutes } from './audio-transcriptions.js';
-import { fineTuningRoutes } from './fine-tuning.js';
-import { chatRoutes } from './chat.js';
-import { conversationRoutes } from './conversations.js';
-import { modelRoutes } from './models.js';
-import { completionRoutes } from './completions.js';
-import { responseRoutes } from './responses.js';
+import { apiKeyRoutes } from './management/api-keys.js';
+import { admitRequest } from './admission-hook.js';
+import { projectRoutes } from './management/projects.js';
+import { assetRoutes } from './management/assets.js';
+import { audioSpeechRoutes } from './model-traffic/audio-speech.js';
+import { imageRoutes } from './model-traffic/images.js';
+import { audioTranscriptionRoutes } from './model-traffic/audio-transcriptions.js';
+import { fineTuningRoutes } from './model-traffic/fine-tuning.js';
+import { chatRoutes } from './model-traffic/chat.js';
+import { conversationRoutes } from './management/conversations.js';
+import { modelRoutes } from './management/models.js';
+import { completionRoutes } from './model-traffic/completions.js';
+import { responseRoutes } from './model-traffic/responses.js';
 
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {

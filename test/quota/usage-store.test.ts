@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/http/ids.js';
+import { randomBase62 } from '../../src/ids.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
 import { costOf } from '../../src/quota/cost.js';
-import { readUsage } from '../../src/quota/usage-query.js';
+import { readUsage } from '../../src/routes/management/usage-query.js';
 import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/types.js';

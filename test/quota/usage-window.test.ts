@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coveredWindow } from '../../src/quota/usage-query.js';
+import { coveredWindow } from '../../src/routes/management/usage-query.js';
 import { HOUR_MS } from '../../src/store/usage-types.js';
 
 /** The off-by-a-minute cases of DESIGN.md section 7, on an injected clock. */

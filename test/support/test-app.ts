@@ -7,7 +7,7 @@ import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import { MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/store/types.js';
-import { randomBase62 } from '../../src/http/ids.js';
+import { randomBase62 } from '../../src/ids.js';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];

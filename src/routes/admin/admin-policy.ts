@@ -1,0 +1,104 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../../app-context.js';
+import type { GatewayConfig } from '../../config/gateway-config.js';
+import { envelope, envelopeSchema } from '../../http/envelope.js';
+import { resourceNotFound } from '../../http/errors.js';
+import { errorResponses, IsoTime, Nullable } from '../../http/schemas.js';
+import type { ProjectRecord } from '../../store/types.js';
+import { auditEvent } from '../audit-event.js';
+import { checkCostBudget, effectiveCeilings } from '../management/policy-rules.js';
+import { CeilingsBody, CeilingsView, PolicyFieldsBody, PolicyView } from '../management/policy-schemas.js';
+
+export const ProjectFields = {
+  name: Type.String(),
+  environment: Nullable(Type.String()),
+  created_at: IsoTime,
+  updated_at: IsoTime,
+  rate_limits: Type.Object(PolicyView),
+  ceilings: CeilingsView,
+};
+
+export const ProjectParams = Type.Object({ project_id: Type.String({ maxLength: 128 }) });
+
+/** What the admin sees of one project beyond its view: live keys, and its stored conversations against their bound. */
+const ProjectDetailFields = {
+  key_count: Type.Integer(),
+  conversations: Type.Object({ bytes_held: Type.Integer(), max_bytes: Type.Integer() }),
+};
+
+async function projectDetails(ctx: AppContext, projectId: string) {
+  const [keyCount, held] = await Promise.all([
+    ctx.store.projects.keyCount(projectId),
+    ctx.store.conversations.held(projectId, ctx.config.conversations.max_bytes_per_project),
+  ]);
+  return { key_count: keyCount, conversations: { bytes_held: held.bytes, max_bytes: held.maxBytes } };
+}
+
+/** A project as the admin API shows it: settings, policy and effective ceilings. */
+export function projectView(project: ProjectRecord, config: GatewayConfig) {
+  return {
+    name: project.name,
+    environment: project.environment,
+    created_at: project.created_at,
+    updated_at: project.updated_at,
+    rate_limits: project.rate_limits,
+    ceilings: effectiveCeilings(project.ceilings, config),
+  };
+}
+
+/** The operator's view of a project's quota: read it, and set policy and ceilings to any value. */
+export const adminPolicyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  const { store, now, config } = ctx;
+
+  app.get(
+    '/admin/v1/projects/:project_id',
+    {
+      schema: {
+        summary: 'A project: settings, quota policy, effective ceilings, key count and stored-conversation bytes',
+        params: ProjectParams,
+        response: { 200: envelopeSchema({ ...ProjectFields, ...ProjectDetailFields }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const project = await store.projects.get(request.params.project_id);
+      if (!project) throw resourceNotFound('project', 'project_id');
+      return envelope(project.id, { ...projectView(project, config), ...(await projectDetails(ctx, project.id)) });
+    },
+  );
+
+  app.patch(
+    '/admin/v1/projects/:project_id',
+    {
+      schema: {
+        summary: 'Set policy fields and ceilings of a project, with no ceiling check (null ceiling: none)',
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            ...PolicyFieldsBody,
+            ceilings: Type.Optional(CeilingsBody),
+            max_conversation_bytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+          },
+          { additionalProperties: false, minProperties: 1 },
+        ),
+        response: { 200: envelopeSchema({ ...ProjectFields, ...ProjectDetailFields }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      const { ceilings, max_conversation_bytes: maxConversationBytes, ...policy } = request.body;
+      checkCostBudget(policy, config);
+      const time = now();
+      const project = await store.projects.updatePolicy(
+        projectId,
+        { rate_limits: policy, ceilings },
+        new Date(time).toISOString(),
+        auditEvent(request, ceilings ? 'project.ceilings.update' : 'project.rate_limits.update', projectId, null, time, JSON.stringify(request.body)),
+      );
+      if (!project) throw resourceNotFound('project', 'project_id');
+      if (maxConversationBytes !== undefined) await store.conversations.setMaxBytes(projectId, maxConversationBytes);
+      request.log.info({ project_id: projectId, rate_limits: project.rate_limits, ceilings: project.ceilings }, 'project policy set by the admin');
+      return envelope(projectId, { ...projectView(project, config), ...(await projectDetails(ctx, projectId)) });
+    },
+  );
+};

@@ -1,0 +1,117 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../../app-context.js';
+import { isAdminToken } from '../../auth/admin-token.js';
+import { bearerToken } from '../../auth/authenticator.js';
+import { envelope, envelopeSchema } from '../../http/envelope.js';
+import { invalidAdminToken, resourceNotFound } from '../../http/errors.js';
+import { mintId } from '../../ids.js';
+import { errorResponses } from '../../http/schemas.js';
+import type { ProjectRecord } from '../../store/types.js';
+import { ApiKeyFields, apiKeyView, mintApiKey } from '../management/api-key-view.js';
+import { adminRecordRoutes } from './admin-records.js';
+import { adminProjectRoutes } from './admin-projects.js';
+import { auditEvent } from '../audit-event.js';
+import { adminPolicyRoutes, ProjectFields, ProjectParams, projectView } from './admin-policy.js';
+import { checkCostBudget } from '../management/policy-rules.js';
+import { CeilingsBody, PolicyFieldsBody } from '../management/policy-schemas.js';
+
+const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Type.String() });
+
+/** Bootstrap API behind NOVA_ADMIN_TOKEN; not registered at all when the token is unset. */
+export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToken: string }> = async (app, { ctx, adminToken }) => {
+  const { store, now } = ctx;
+
+  app.addHook('onRequest', async (request) => {
+    const { authorization } = request.headers;
+    if (isAdminToken(authorization, adminToken)) return;
+    // Like API keys: a wrong token counts against the address, a missing one does not.
+    if (bearerToken(authorization) !== undefined) await ctx.failedAttempts.count(request.ip);
+    throw invalidAdminToken();
+  });
+  await app.register(adminRecordRoutes, { ctx });
+  await app.register(adminProjectRoutes, { ctx });
+  await app.register(adminPolicyRoutes, { ctx });
+
+  app.post(
+    '/admin/v1/projects',
+    {
+      schema: {
+        summary: 'Create a project (policy and ceilings optional: config defaults) and its first API key (named "default")',
+        body: Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 256 }),
+            environment: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+            ...PolicyFieldsBody,
+            ceilings: Type.Optional(CeilingsBody),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: envelopeSchema({ ...ProjectFields, api_key: NewKeyView }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { name, environment, ceilings, ...policy } = request.body;
+      checkCostBudget(policy, ctx.config);
+      const time = now();
+      const at = new Date(time).toISOString();
+      const project: ProjectRecord = {
+        id: mintId('proj', time),
+        name,
+        environment: environment ?? null,
+        created_at: at,
+        updated_at: at,
+        rate_limits: { ...ctx.config.defaults.rate_limits, ...policy },
+        ceilings: ceilings ?? {},
+      };
+      const { secret, key } = mintApiKey(project.id, 'default', null, time);
+      await store.projects.create(project, key, [
+        auditEvent(request, 'project.create', project.id, null, time),
+        auditEvent(request, 'api_key.create', project.id, key.record.id, time),
+      ]);
+      request.log.info({ project_id: project.id, key_id: key.record.id }, 'project created');
+      return envelope(project.id, { ...projectView(project, ctx.config), api_key: { ...apiKeyView(key.record), secret } });
+    },
+  );
+
+  app.post(
+    '/admin/v1/projects/:project_id/api-keys',
+    {
+      schema: {
+        summary: 'Create a key for a project (recovery when a project has lost its keys)',
+        params: ProjectParams,
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false }),
+        response: { 200: envelopeSchema({ ...ApiKeyFields, secret: Type.String() }), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      const time = now();
+      const { secret, key } = mintApiKey(projectId, request.body.name, null, time);
+      await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
+      return envelope(key.record.id, { ...apiKeyView(key.record), secret });
+    },
+  );
+
+  app.get(
+    '/admin/v1/projects/:project_id/audit',
+    {
+      schema: {
+        summary: 'Audit trail of a project: key creation, rotation and revocation, newest first',
+        params: ProjectParams,
+        querystring: Type.Object(
+          { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      // A deleted project's trail stays readable (its deletion is the newest entry) for the usage retention.
+      const events = await store.audit.list(projectId, request.query.limit ?? 100);
+      if (events.length === 0 && !(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, { data: events });
+    },
+  );
+};

@@ -1,0 +1,86 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../app-context.js';
+import { concurrencyLimitExceeded, insufficientQuota, rateLimitExceeded, storeUnavailable, type ApiError } from '../http/errors.js';
+import type { Admitted } from '../quota/admission.js';
+import { budgetPeriodsAt } from '../quota/budget-periods.js';
+import { QuotaReservation } from '../quota/quota-reservation.js';
+import type { Charge } from '../quota/request-charge.js';
+import { managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
+import { routeKindOf } from '../quota/route-kind.js';
+
+/**
+ * Runs right after authentication on every /v1 request: one admission decision (the model policy
+ * for model routes, the management limit for the others), the rate-limit headers on the response
+ * (kept on errors too), 429 when refused, and the admitted request counted in usage (buffered,
+ * off the request path). An admitted model request that holds something (token or budget charge,
+ * concurrency lease) is settled exactly once: by its route with the real usage, else when its
+ * response ends, however it ends.
+ */
+export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const { projectId, keyId } = request.principal!;
+  const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
+  const routeUrl = request.routeOptions.url;
+  if (routeKindOf(request.method, routeUrl) === 'model') {
+    const charge = ctx.charges.of(routeUrl, request.body);
+    const decision = await ctx.admission.admit(projectId, charge);
+    reply.headers(rateLimitHeaders(decision, window, burstWindow));
+    if (!decision.allowed) throw refusal(decision, charge, ctx.now());
+    const inFlight = ctx.metrics.quota.inFlight;
+    const labels = ctx.metrics.quota.labels(projectId);
+    inFlight.inc(labels);
+    reply.raw.once('close', () => inFlight.dec(labels));
+    if (decision.reservation) {
+      const held = new QuotaReservation(ctx.admission, projectId, decision.reservation, charge);
+      request.quota = held;
+      reply.raw.once('close', () => held.responseClosed());
+    }
+  } else {
+    const decision = await ctx.managementLimit.admit(projectId);
+    reply.headers(managementLimitHeaders(decision, window));
+    if (!decision.allowed) {
+      ctx.metrics.quota.refused(projectId, 'management');
+      throw rateLimitExceeded(
+        decision.resetMs / 1000,
+        `Management request rate limit exceeded for this project (${decision.limit} per ${window} s); model traffic is not affected.`,
+      );
+    }
+  }
+  ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, requests: 1, part: 'request' });
+}
+
+/** The 429 of a refused model request: it names the limit that refused (code and message). */
+function refusal(decision: Admitted, charge: Charge, nowMs: number): ApiError {
+  const { policy } = decision;
+  const retry = decision.retryAfterMs / 1000;
+  switch (decision.refusedBy) {
+    case 'tokens':
+      return rateLimitExceeded(
+        retry,
+        charge.tokens > policy.tokens_per_minute!
+          ? `Token rate limit: this request may use ${charge.tokens} tokens (prompt estimate + max output), more than the project's tokens_per_minute of ${policy.tokens_per_minute}; lower max_tokens.`
+          : `Token rate limit exceeded: tokens_per_minute ${policy.tokens_per_minute}; this request may use ${charge.tokens} tokens (prompt estimate + max output) and ${decision.tokensRemaining} are left in the window.`,
+      );
+    case 'concurrency':
+      return concurrencyLimitExceeded(
+        retry,
+        `Concurrency limit exceeded: the project already has ${decision.inFlight} model requests in flight (max_concurrent_requests ${policy.max_concurrent_requests}).`,
+      );
+    case 'budget_unchecked':
+      return storeUnavailable('The project has a budget and the quota store is unreachable; budgets fail closed on this gateway. Retry shortly.');
+    case 'daily_tokens':
+    case 'monthly_tokens':
+    case 'monthly_cost': {
+      const periods = budgetPeriodsAt(nowMs);
+      const endMs = decision.refusedBy === 'daily_tokens' ? periods.dayEndMs : periods.monthEndMs;
+      return insufficientQuota(
+        (endMs - nowMs) / 1000,
+        `Budget spent: the project's ${decision.refusedBy} budget of ${policy[decision.refusedBy]} is used up until ${new Date(endMs).toISOString()} (UTC calendar period).`,
+      );
+    }
+    default:
+      return rateLimitExceeded(
+        retry,
+        `Rate limit exceeded for this project: requests_per_minute ${policy.requests_per_minute} plus a burst allowance of ${policy.burst_limit}.`,
+      );
+  }
+}

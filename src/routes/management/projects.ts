@@ -1,0 +1,122 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type, type Static } from 'typebox';
+import type { AppContext } from '../../app-context.js';
+import { envelope, envelopeSchema } from '../../http/envelope.js';
+import { projectMismatch, resourceNotFound } from '../../http/errors.js';
+import { errorResponses, IsoTime, Nullable, ProjectIdParam } from '../../http/schemas.js';
+import { readUsage } from './usage-query.js';
+import type { ProjectRecord } from '../../store/types.js';
+import { auditEvent } from '../audit-event.js';
+import { checkCeilings, checkCostBudget, effectiveCeilings } from './policy-rules.js';
+import { CeilingsView, PolicyFieldsBody, PolicyView } from './policy-schemas.js';
+import { principalOf } from '../principal-of-request.js';
+import type { UsageAnswer} from './usage-schemas.js';
+import { UsageAnswerFields, UsageQuerySchema } from './usage-schemas.js';
+
+const ProjectParams = Type.Object({ project_id: ProjectIdParam });
+
+const projectView = (project: ProjectRecord) => ({
+  name: project.name,
+  environment: project.environment,
+  created_at: project.created_at,
+  updated_at: project.updated_at,
+});
+
+/** SPEC endpoints 7, 8, 9: a key acts on its own project only (403 otherwise, existing or not); its policy stays within its ceilings. */
+export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  const { store, now } = ctx;
+
+  const ownProject = (request: Parameters<typeof principalOf>[0], projectId: string) => {
+    if (principalOf(request).projectId !== projectId) throw projectMismatch();
+    return projectId;
+  };
+
+  app.put(
+    '/v1/projects/:project_id',
+    {
+      schema: {
+        summary: 'Replace the project settings: name and environment (an omitted environment is cleared)',
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 256 }),
+            environment: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64 }))),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: envelopeSchema({ name: Type.String(), environment: Nullable(Type.String()), created_at: IsoTime, updated_at: IsoTime }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const time = now();
+      const project = await store.projects.replace(
+        projectId,
+        { name: request.body.name, environment: request.body.environment ?? null, updated_at: new Date(time).toISOString() },
+        auditEvent(request, 'project.update', projectId, null, time),
+      );
+      if (!project) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, projectView(project));
+    },
+  );
+
+  app.patch(
+    '/v1/projects/:project_id/rate-limits',
+    {
+      schema: {
+        summary: 'Update the quota policy within the project ceilings; the next request on every replica is admitted under it',
+        params: ProjectParams,
+        body: Type.Object(PolicyFieldsBody, { additionalProperties: false, minProperties: 1 }),
+        response: {
+          200: envelopeSchema({ ...PolicyView, ceilings: CeilingsView, updated_at: IsoTime }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const current = await store.projects.get(projectId);
+      if (!current) throw resourceNotFound('project', 'project_id');
+      checkCeilings(request.body, current.ceilings, ctx.config);
+      checkCostBudget(request.body, ctx.config);
+      const time = now();
+      const project = await store.projects.updatePolicy(
+        projectId,
+        { rate_limits: request.body },
+        new Date(time).toISOString(),
+        auditEvent(request, 'project.rate_limits.update', projectId, null, time, JSON.stringify(request.body)),
+      );
+      if (!project) throw resourceNotFound('project', 'project_id');
+      request.log.info({ project_id: projectId, rate_limits: project.rate_limits }, 'rate-limit policy updated');
+      return envelope(projectId, { ...project.rate_limits, ceilings: effectiveCeilings(project.ceilings, ctx.config), updated_at: project.updated_at });
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/usage',
+    {
+      schema: {
+        summary: 'Usage of [start_time, end_time): requests, tokens, image generations, audio, storage',
+        params: ProjectParams,
+        querystring: UsageQuerySchema,
+        response: {
+          200: envelopeSchema(UsageAnswerFields),
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      const projectId = ownProject(request, request.params.project_id);
+      const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth, group_by: groupBy } = request.query;
+      const usage = await readUsage(store.usage, projectId, { startTime, endTime, bucketWidth, groupBy }, now(), {
+        minuteMs: ctx.config.usage.minute_retention_hours * 3_600_000,
+        hourMs: ctx.config.usage.hour_retention_days * 86_400_000,
+      });
+      // readUsage builds exactly this shape (store/ and quota/ import no HTTP schema).
+      return envelope(projectId, usage as Static<typeof UsageAnswer>);
+    },
+  );
+};

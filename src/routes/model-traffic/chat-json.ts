@@ -1,0 +1,58 @@
+import { envelope } from '../../http/envelope.js';
+import { upstreamError } from '../../http/errors.js';
+import { randomBase62, UPSTREAM_ID_PATTERN } from '../../ids.js';
+import { estimateTokens, tokensOf } from '../../upstream/operations.js';
+import type { ChatMessage } from '../../upstream/upstream-body.js';
+import type { Attempt, UpstreamResponse } from '../../upstream/upstream-call.js';
+import { storeExchange, type ConversationPlan } from './chat-conversation.js';
+import type { ChatBody } from './chat-schema.js';
+import type { ModelCall } from './model-call.js';
+import { readReply } from './model-json.js';
+
+const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
+
+interface UpstreamCompletion {
+  id?: unknown;
+  created?: unknown;
+  choices?: unknown;
+  usage?: Record<string, unknown> | null;
+  [field: string]: unknown;
+}
+
+/** A non-streaming completion: the upstream JSON answer with every field it sent, in the envelope, with the conversation id. */
+export async function completeJson(
+  call: ModelCall,
+  { response, attempt }: { response: UpstreamResponse; attempt: Attempt },
+  body: ChatBody,
+  plan: ConversationPlan,
+  estimatePromptTokens: () => number,
+): Promise<unknown> {
+  const { ctx, request, reply, model } = call;
+  const bytes = await readReply(call, response);
+  call.observeUpstream(attempt, String(response.status));
+  let completion: UpstreamCompletion;
+  try {
+    completion = JSON.parse(bytes.toString('utf8')) as UpstreamCompletion;
+  } catch {
+    throw upstreamError('The model backend sent a reply that is not JSON.');
+  }
+  if (completion === null || typeof completion !== 'object' || !Array.isArray(completion.choices)) {
+    throw upstreamError('The model backend sent a reply without choices.');
+  }
+  const message = (completion.choices[0] as { message?: ChatMessage } | undefined)?.message;
+  const replyMessage: ChatMessage = message && typeof message === 'object' ? message : { role: 'assistant', content: '' };
+  const reported = tokensOf(completion.usage);
+  const promptTokens = reported?.prompt_tokens ?? estimatePromptTokens();
+  const completionTokens = reported?.completion_tokens ?? estimateTokens([replyMessage.content, replyMessage.tool_calls]);
+  const storageBytes = storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, replyMessage);
+  ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
+  call.finish({ outcome: 'completed', promptTokens, completionTokens, storageBytes, attempt, log: { conversation_id: plan.id } });
+  const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;
+  return envelope(id, {
+    ...completion,
+    created: typeof completion.created === 'number' ? completion.created : Math.floor(ctx.now() / 1000),
+    model: model.id,
+    usage: { ...completion.usage, prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    conversation_id: plan.id,
+  });
+}

@@ -1,0 +1,52 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { AppContext } from '../../app-context.js';
+import { ErrorResponse, errorResponses } from '../../http/schemas.js';
+import { OPERATIONS, estimatePromptTokens } from '../../upstream/operations.js';
+import { upstreamBody } from '../../upstream/upstream-body.js';
+import { planConversation, StreamedReply, storeExchange } from './chat-conversation.js';
+import { completeJson } from './chat-json.js';
+import { ChatBodySchema, ChatCompletion, type ChatBody } from './chat-schema.js';
+import { ModelCall } from './model-call.js';
+import { relayStream } from './model-stream.js';
+import { modelFor } from './resource-call.js';
+import { principalOf } from '../principal-of-request.js';
+
+/** Fields of a chat request the gateway consumes and does not send upstream. */
+const GATEWAY_FIELDS = new Set(['conversation_id', 'store']);
+const chat = OPERATIONS.chat;
+
+export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  app.post(
+    '/v1/chat/completions',
+    {
+      schema: {
+        summary: 'Create a chat completion (stream: true for server-sent events)',
+        body: ChatBodySchema,
+        response: { 200: ChatCompletion, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse },
+      },
+    },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const body = request.body as ChatBody;
+      const model = modelFor(ctx, body.model, 'chat');
+      const plan = await planConversation(ctx, principal.projectId, body, Number(request.headers['content-length']) || 0);
+      const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
+      const estimate = () => estimatePromptTokens(chat, body, plan.history);
+      return call.run(async () => {
+        const sent = await call.send((upstreamModel) =>
+          upstreamBody(body, upstreamModel, { drop: GATEWAY_FIELDS, history: plan.history, askStreamUsage: true }),
+        );
+        if (!call.stream) return completeJson(call, sent, body, plan, estimate);
+        const transcript = plan.store && plan.id !== null ? new StreamedReply() : null;
+        return relayStream(call, sent, {
+          hideUsage: body.stream_options?.include_usage !== true,
+          estimatePromptTokens: estimate,
+          onEvent: transcript?.onEvent,
+          onComplete: () =>
+            transcript ? storeExchange(ctx, request.log, principal.projectId, plan, model.id, body.messages, transcript.message()) : 0,
+          headers: plan.id !== null ? { 'x-conversation-id': plan.id } : undefined,
+        });
+      });
+    },
+  );
+};

@@ -1,0 +1,152 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { addLogFields } from '../../http/access-log.js';
+import { ApiError } from '../../http/errors.js';
+import type { AppContext } from '../../app-context.js';
+import { costOf } from '../../quota/cost.js';
+import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
+import type { Operation } from '../../upstream/operations.js';
+import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from '../../upstream/upstream-call.js';
+import { ClientGone } from '../../upstream/upstream-errors.js';
+
+export interface CallOutcome {
+  outcome: string;
+  promptTokens: number;
+  completionTokens: number;
+  storageBytes: number;
+  attempt: Attempt | null;
+  /** Extra access-log fields (a conversation id, …). */
+  log?: Record<string, unknown>;
+}
+
+export function outcomeOf(error: unknown): string {
+  if (error instanceof ClientGone) return 'client_closed';
+  if (error instanceof ApiError) return error.code;
+  return 'internal_error';
+}
+
+/** One model request in progress (chat, completions, embeddings, responses): what every route and path needs. */
+export class ModelCall {
+  readonly controller = new AbortController();
+  private finished = false;
+
+  constructor(
+    readonly ctx: AppContext,
+    readonly request: FastifyRequest,
+    readonly reply: FastifyReply,
+    readonly projectId: string,
+    readonly model: RegisteredModel,
+    readonly operation: Operation,
+    readonly stream: boolean,
+    /** false: a stored object is read (its usage was counted when it was created). */
+    private readonly options: { metersTokens: boolean } = { metersTokens: true },
+  ) {
+    request.quota?.claim();
+  }
+
+  upstreamModelOf(target: Target): string {
+    return target.kind === 'http' ? target.upstreamModel : this.model.id;
+  }
+
+  /** Sends the body built for each target to the model's targets in order (fallbacks before the first byte). */
+  send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
+    const options = { requestId: this.request.id, stream: this.stream, signal: this.controller.signal };
+    return requestWithFallback(
+      targets === this.model.targets ? this.model : { ...this.model, targets },
+      (target) => callTarget(target, this.operation, this.model.id, bodyFor(this.upstreamModelOf(target)), options),
+      options,
+      this.fallbackEvents,
+    );
+  }
+
+  /**
+   * Runs the route's work: a client that disconnects cancels the upstream request whichever stage
+   * it is in, and a failure is metered (as nothing consumed) before it is answered.
+   */
+  async run(work: () => Promise<unknown>): Promise<never> {
+    this.reply.raw.once('close', () => {
+      if (!this.reply.raw.writableEnded) this.controller.abort(new ClientGone());
+    });
+    try {
+      // A JSON path returns its answer; a streaming path has sent the stream (typed loosely).
+      return (await work()) as never;
+    } catch (error) {
+      this.finish({ outcome: outcomeOf(error), promptTokens: 0, completionTokens: 0, storageBytes: 0, attempt: null });
+      if (this.controller.signal.aborted) {
+        // Nobody is left to answer.
+        this.reply.hijack();
+        this.reply.raw.destroy();
+        return this.reply as never;
+      }
+      throw error;
+    }
+  }
+
+  get fallbackEvents(): FallbackEvents {
+    const traffic = this.ctx.metrics.modelTraffic;
+    return {
+      onFallback: (failed, error) => {
+        traffic.fallbacks.inc({ gen_ai_request_model: this.model.id, from_upstream: failed.target.label });
+        this.request.log.warn(
+          { model: this.model.id, upstream: failed.target.label, target_index: failed.index, error_code: error.code },
+          'upstream target failed; trying the next one',
+        );
+      },
+      onAttemptEnd: (attempt, outcome) => this.observeUpstream(attempt, outcome),
+    };
+  }
+
+  observeUpstream(attempt: Attempt, outcome: string): void {
+    this.ctx.metrics.modelTraffic.upstreamDuration.observe(
+      { gen_ai_request_model: this.model.id, upstream: attempt.target.label, outcome },
+      (performance.now() - attempt.startedAt) / 1000,
+    );
+  }
+
+  /** Meters, observes and logs the finished request: exactly once, whichever way it ended. */
+  finish(result: CallOutcome): void {
+    if (this.finished) return;
+    this.finished = true;
+    if (!this.options.metersTokens) result = { ...result, promptTokens: 0, completionTokens: 0 };
+    const cost = costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens);
+    this.request.quota?.settle(result.promptTokens, result.completionTokens, cost);
+    const { ctx, model } = this;
+    ctx.usage.record({
+      projectId: this.projectId,
+      requestId: this.request.id,
+      model: model.id,
+      promptTokens: result.promptTokens,
+      completionTokens: result.completionTokens,
+      cost,
+      storageBytesDelta: result.storageBytes,
+    });
+    const traffic = ctx.metrics.modelTraffic;
+    if (result.promptTokens > 0 || result.completionTokens > 0) {
+      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'input' }, result.promptTokens);
+      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'output' }, result.completionTokens);
+    }
+    traffic.operationDuration.observe(
+      {
+        gen_ai_request_model: model.id,
+        gen_ai_operation_name: this.operation.metricName,
+        stream: String(this.stream),
+        error_type: result.outcome === 'completed' ? '' : result.outcome,
+      },
+      this.reply.elapsedTime / 1000,
+    );
+    addLogFields(
+      this.request,
+      {
+        model: model.id,
+        operation: this.operation.name,
+        stream: this.stream,
+        upstream: result.attempt?.target.label ?? null,
+        target_index: result.attempt?.index ?? null,
+        prompt_tokens: result.promptTokens,
+        completion_tokens: result.completionTokens,
+        outcome: result.outcome,
+        ...result.log,
+      },
+      `${this.operation.name} finished`,
+    );
+  }
+}

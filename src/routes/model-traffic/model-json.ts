@@ -1,0 +1,48 @@
+import { lastObjectValue, replaceStringValue } from '../../upstream/json-bytes.js';
+import { tokensOf } from '../../upstream/operations.js';
+import { readBounded, type Attempt, type UpstreamResponse } from '../../upstream/upstream-call.js';
+import { mapUpstreamFailure } from '../../upstream/upstream-errors.js';
+import type { ModelCall } from './model-call.js';
+
+const USAGE_KEY = Buffer.from('"usage"');
+const MODEL_KEY = Buffer.from('"model"');
+
+/** The whole upstream reply, bounded by `upstream.max_json_reply_bytes`; a client abort stays an abort. */
+export async function readReply(call: ModelCall, response: UpstreamResponse): Promise<Buffer> {
+  return readBounded(response.body, call.ctx.config.upstream.max_json_reply_bytes).catch((error: unknown) => {
+    throw call.controller.signal.aborted ? error : mapUpstreamFailure(error);
+  });
+}
+
+export interface JsonRelayOptions {
+  estimatePromptTokens: () => number;
+  /** Sees the reply before it is sent (a Responses API id to claim for the project). */
+  onReply?: (bytes: Buffer) => Promise<void>;
+}
+
+/**
+ * An OpenAI-shaped JSON reply (completions, embeddings, responses) passed through as the upstream
+ * sent it, without parsing it whole: the usage object is read from its bytes and the model name
+ * is rewritten in place to the public id.
+ */
+export async function relayJson(
+  call: ModelCall,
+  { response, attempt }: { response: UpstreamResponse; attempt: Attempt },
+  options: JsonRelayOptions,
+): Promise<unknown> {
+  const bytes = await readReply(call, response);
+  call.observeUpstream(attempt, String(response.status));
+  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY));
+  const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson);
+  await options.onReply?.(out);
+  call.ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: call.model.id, stream: 'false' }, call.reply.elapsedTime / 1000);
+  call.finish({
+    outcome: 'completed',
+    promptTokens: usage?.prompt_tokens ?? options.estimatePromptTokens(),
+    completionTokens: usage?.completion_tokens ?? 0,
+    storageBytes: 0,
+    attempt,
+  });
+  call.reply.header('content-type', response.headers['content-type'] ?? 'application/json');
+  return call.reply.send(out);
+}

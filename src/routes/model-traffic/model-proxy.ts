@@ -1,0 +1,63 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../../app-context.js';
+import type { Target } from '../../upstream/model-registry.js';
+import { estimatePromptTokens, type Operation } from '../../upstream/operations.js';
+import { upstreamBody } from '../../upstream/upstream-body.js';
+import type { Attempt } from '../../upstream/upstream-call.js';
+import { ModelCall } from './model-call.js';
+import { relayJson } from './model-json.js';
+import { relayStream } from './model-stream.js';
+import { principalOf } from '../principal-of-request.js';
+import { modelFor } from './resource-call.js';
+
+/** What the gateway reads of an OpenAI model request (completions, embeddings, responses); the rest rides along. */
+export interface ModelRequestBody {
+  model: string;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean | null } | null;
+  [field: string]: unknown;
+}
+
+export interface ProxyHooks {
+  /** Only these targets, in this order (a stateful continuation must reach the target that holds its state). */
+  targets?: { targets: Target[]; indexOf: (attempt: Attempt) => number };
+  /** Sees the JSON reply before it is sent. */
+  onReply?: (bytes: Buffer, targetIndex: number) => Promise<void>;
+  /** Sees every stream event. */
+  onEvent?: (event: Buffer, targetIndex: number) => void;
+}
+
+/**
+ * An OpenAI model route in OpenAI's own shape: the request as the client wrote it (model name
+ * swapped for the target's), the answer as the upstream sent it (model name swapped back), with
+ * the same auth, admission, usage, metrics, timeouts and fallbacks as chat.
+ */
+export async function proxyModelRequest(
+  ctx: AppContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  operation: Operation,
+  hooks: ProxyHooks = {},
+): Promise<never> {
+  const { projectId } = principalOf(request);
+  const body = request.body as ModelRequestBody;
+  const model = modelFor(ctx, body.model, operation.endpoint);
+  const call = new ModelCall(ctx, request, reply, projectId, model, operation, operation.streams && body.stream === true);
+  const estimate = () => estimatePromptTokens(operation, body);
+  return call.run(async () => {
+    const sent = await call.send(
+      (upstreamModel) => upstreamBody(body, upstreamModel, { askStreamUsage: operation.asksStreamUsage }),
+      hooks.targets?.targets,
+    );
+    const targetIndex = hooks.targets ? hooks.targets.indexOf(sent.attempt) : sent.attempt.index;
+    const { onReply, onEvent } = hooks;
+    if (!call.stream) {
+      return relayJson(call, sent, { estimatePromptTokens: estimate, onReply: onReply && ((bytes) => onReply(bytes, targetIndex)) });
+    }
+    return relayStream(call, sent, {
+      hideUsage: operation.asksStreamUsage && body.stream_options?.include_usage !== true,
+      estimatePromptTokens: estimate,
+      onEvent: onEvent && ((event) => onEvent(event, targetIndex)),
+    });
+  });
+}

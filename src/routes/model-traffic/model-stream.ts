@@ -1,0 +1,99 @@
+import { upstreamError, type ApiError } from '../../http/errors.js';
+import { SseRelay } from '../../upstream/sse-relay.js';
+import type { Attempt, UpstreamResponse } from '../../upstream/upstream-call.js';
+import { mapUpstreamFailure } from '../../upstream/upstream-errors.js';
+import type { ModelCall } from './model-call.js';
+
+/** The last event of a stream the upstream broke off: the OpenAI SDKs raise it as an APIError. */
+const errorEvent = (error: ApiError) => `data: ${JSON.stringify(error.toBody())}\n\n`;
+
+const EVENT_STREAM = /^text\/event-stream\b/i;
+
+export interface StreamOptions {
+  /** The client did not ask for usage (chat, completions): the usage chunk is not sent, whatever its shape. */
+  hideUsage: boolean;
+  /** Prompt tokens when the upstream reports no usage (a stream that ended early). */
+  estimatePromptTokens: () => number;
+  /** Sees every event (conversation capture). */
+  onEvent?: (event: Buffer) => void;
+  /** Runs once when the stream completed in full; returns the bytes it stored. */
+  onComplete?: () => number;
+  headers?: Record<string, string>;
+}
+
+/**
+ * Relays an upstream event stream to the client (SseRelay): target selection and fallback happened
+ * before the first byte; after it the events pass through as they arrive and the response ends with
+ * them. The client going away aborts the upstream request; what was delivered by then is metered.
+ */
+export function relayStream(call: ModelCall, { response, attempt }: { response: UpstreamResponse; attempt: Attempt }, options: StreamOptions): unknown {
+  const { ctx, request, reply, model } = call;
+  const traffic = ctx.metrics.modelTraffic;
+  const labels = { gen_ai_request_model: model.id };
+  let upstreamFailure: ApiError | null = null;
+  let ended = false;
+  const usageOf = () => ({
+    promptTokens: relay.usage?.prompt_tokens ?? options.estimatePromptTokens(),
+    completionTokens: relay.usage?.completion_tokens ?? relay.outputEvents,
+  });
+
+  const relay: SseRelay = new SseRelay({
+    operation: call.operation,
+    hideUsage: options.hideUsage,
+    publicModel: call.model.idJson,
+    maxEventBytes: ctx.config.upstream.max_sse_event_bytes,
+    onEvent: options.onEvent,
+    onFirstByte: () => traffic.timeToFirstByte.observe({ ...labels, stream: 'true' }, reply.elapsedTime / 1000),
+    onFirstToken: () => traffic.timeToFirstToken.observe(labels, reply.elapsedTime / 1000),
+    beforeEnd: async () => {
+      ended = true;
+      const complete = upstreamFailure === null && relay.completed;
+      const storageBytes = complete && options.onComplete ? options.onComplete() : 0;
+      call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), ...usageOf(), storageBytes, attempt });
+    },
+  });
+
+  const upstream = response.body;
+  const breakOff = (failure: ApiError, message: string) => {
+    upstreamFailure = failure;
+    call.observeUpstream(attempt, failure.code);
+    request.log.warn({ model: model.id, upstream: attempt.target.label, error_code: failure.code }, message);
+    upstream.unpipe(relay);
+    upstream.destroy();
+    relay.endWith(errorEvent(failure));
+  };
+  upstream.once('end', () => call.observeUpstream(attempt, String(response.status)));
+  upstream.once('error', (error) => {
+    if (call.controller.signal.aborted || upstreamFailure) return;
+    breakOff(mapUpstreamFailure(error), 'upstream stream broke off');
+  });
+  relay.once('oversize', () =>
+    breakOff(
+      upstreamError(`The model backend sent a stream event larger than the gateway accepts (${ctx.config.upstream.max_sse_event_bytes} bytes).`),
+      'upstream stream event too large',
+    ),
+  );
+  traffic.activeStreams.inc();
+  relay.once('close', () => {
+    traffic.activeStreams.dec();
+    if (ended) return;
+    // The client went away (or the response failed) before the stream ended.
+    call.controller.abort();
+    upstream.destroy();
+    call.finish({ outcome: 'client_closed', ...usageOf(), storageBytes: 0, attempt });
+  });
+
+  const contentType = String(response.headers['content-type'] ?? '');
+  if (EVENT_STREAM.test(contentType)) {
+    upstream.pipe(relay);
+  } else {
+    // A stream was asked for and something else came back: say so in the stream's own terms.
+    breakOff(upstreamError('The model backend answered a stream request with something other than an event stream.'), 'upstream reply is not an event stream');
+  }
+
+  reply.header('content-type', 'text/event-stream; charset=utf-8');
+  reply.header('cache-control', 'no-cache');
+  reply.header('x-accel-buffering', 'no');
+  if (options.headers) reply.headers(options.headers);
+  return reply.send(relay);
+}

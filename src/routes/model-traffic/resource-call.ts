@@ -1,0 +1,94 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../../app-context.js';
+import type { ModelEndpointName } from '../../config/schema.js';
+import { modelNotFound, upstreamError } from '../../http/errors.js';
+import { costOf } from '../../quota/cost.js';
+import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
+import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../../upstream/upstream-call.js';
+import { ClientGone } from '../../upstream/upstream-errors.js';
+
+const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
+
+/** The model a creation route may use: known, and listing this endpoint in the config. */
+export function modelFor(ctx: AppContext, modelId: string, endpoint: ModelEndpointName): RegisteredModel {
+  const model = ctx.models.get(modelId);
+  if (!model || !model.endpoints.includes(endpoint)) throw modelNotFound();
+  return model;
+}
+
+/**
+ * Sends a creation request (fine-tuning job, transcription, image, speech) to the model's
+ * targets in order, like chat: fallbacks while nothing reached the client, the client's
+ * disconnect cancels it, upstream failures map to the error table.
+ */
+export async function callResource(
+  ctx: AppContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  model: RegisteredModel,
+  requestFor: (upstreamModel: string) => TargetRequest,
+): Promise<UpstreamResponse & { target: Target }> {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableEnded) controller.abort(new ClientGone());
+  });
+  const traffic = ctx.metrics.modelTraffic;
+  const options = { requestId: request.id, stream: false, signal: controller.signal };
+  const send = (target: Target) => {
+    // Config validation keeps the echo provider to chat.
+    if (target.kind !== 'http') throw modelNotFound();
+    return sendToTarget(target, requestFor(target.upstreamModel), options);
+  };
+  const { response, attempt } = await requestWithFallback(model, send, options, {
+    onFallback: (failed) => traffic.fallbacks.inc({ gen_ai_request_model: model.id, from_upstream: failed.target.label }),
+    onAttemptEnd: (done, outcome) =>
+      traffic.upstreamDuration.observe(
+        { gen_ai_request_model: model.id, upstream: done.target.label, outcome },
+        (performance.now() - done.startedAt) / 1000,
+      ),
+  });
+  traffic.upstreamDuration.observe(
+    { gen_ai_request_model: model.id, upstream: attempt.target.label, outcome: String(response.status) },
+    (performance.now() - attempt.startedAt) / 1000,
+  );
+  // The target that served it: its pricing prices the request.
+  return { ...response, target: attempt.target };
+}
+
+/** The token counts an upstream reported in a resource reply (`usage`, either naming), unchecked: the meter validates them. */
+export function reportedTokens(reply: Record<string, unknown>): { promptTokens?: number; completionTokens?: number } {
+  const usage = reply.usage;
+  if (usage === null || typeof usage !== 'object') return {};
+  const { input_tokens: input, output_tokens: output, prompt_tokens: prompt, completion_tokens: completion } = usage as Record<string, unknown>;
+  const tokens = (value: unknown) => (typeof value === 'number' ? value : undefined);
+  return { promptTokens: tokens(input ?? prompt), completionTokens: tokens(output ?? completion) };
+}
+
+/** What a resource reply cost at the target that served it, with its reported tokens. */
+export function resourceUsage(reply: Record<string, unknown>, target: Target) {
+  const tokens = reportedTokens(reply);
+  return { ...tokens, cost: costOf(target.pricing, tokens.promptTokens ?? 0, tokens.completionTokens ?? 0) };
+}
+
+/** The whole upstream reply as bytes (speech audio, transcripts), bounded. */
+export function readReplyBytes(response: UpstreamResponse, limit = JSON_REPLY_LIMIT): Promise<Buffer> {
+  return readBounded(response.body, limit);
+}
+
+/** The upstream's JSON object reply, or a 502 when it is something else. */
+export async function readReplyJson(response: UpstreamResponse): Promise<Record<string, unknown>> {
+  const bytes = await readBounded(response.body, JSON_REPLY_LIMIT);
+  try {
+    const parsed: unknown = JSON.parse(bytes.toString('utf8'));
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+  } catch {
+    // fall through
+  }
+  throw upstreamError('The model backend sent a reply that is not a JSON object.');
+}
+
+/** An upstream object without the fields the envelope owns. */
+export function withoutEnvelopeFields(value: Record<string, unknown>): Record<string, unknown> {
+  const { id: _id, object: _object, status: _status, ...rest } = value;
+  return rest;
+}

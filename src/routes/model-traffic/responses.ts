@@ -1,0 +1,124 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { AppContext } from '../../app-context.js';
+import { resourceNotFound } from '../../http/errors.js';
+import { UPSTREAM_ID_PATTERN } from '../../ids.js';
+import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
+import type { ResponseOwner } from '../../store/response-types.js';
+import { firstStringValue } from '../../upstream/json-bytes.js';
+import { OPERATIONS, type Operation } from '../../upstream/operations.js';
+import { mapUpstreamStatus } from '../../upstream/upstream-errors.js';
+import { readBody, sendToTarget } from '../../upstream/upstream-call.js';
+import { ModelCall } from './model-call.js';
+import { relayJson } from './model-json.js';
+import { proxyModelRequest, type ModelRequestBody } from './model-proxy.js';
+import { modelRequestSchema, OpenAiObject } from './model-request-schema.js';
+import { relayStream } from './model-stream.js';
+import { principalOf } from '../principal-of-request.js';
+
+const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
+const ID_KEY = Buffer.from('"id"');
+const CREATED = Buffer.from('"response.created"');
+const ERROR_BODY_LIMIT = 64 * 1024;
+/** Reading, deleting or cancelling a stored response: metered as requests, not as model calls. */
+const STORED: Operation = { ...OPERATIONS.responses, metricName: 'responses_stored' };
+
+const ResponseParams = Type.Object({ response_id: Type.String({ maxLength: 128 }) });
+const answers = { 200: OpenAiObject, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse };
+
+/**
+ * The Responses API. Responses are created and kept by the upstream; the gateway remembers which
+ * project owns each stored one and which target holds it, so only that project can read, continue
+ * (`previous_response_id`), cancel or delete it, and each goes to the target that has it.
+ */
+export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
+  const ttlMs = ctx.config.responses.retention_seconds * 1000;
+  const ownerOf = async (projectId: string, responseId: string, param: string): Promise<ResponseOwner> => {
+    const owner = VALID_ID.test(responseId) ? await ctx.store.responses.get(projectId, responseId) : null;
+    if (!owner) throw resourceNotFound('response', param);
+    return owner;
+  };
+
+  app.post(
+    '/v1/responses',
+    {
+      schema: {
+        summary: 'Create a model response (stream: true for server-sent events with event: lines)',
+        body: modelRequestSchema({
+          store: Type.Optional(Nullable(Type.Boolean())),
+          previous_response_id: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 128 }))),
+        }),
+        response: answers,
+      },
+    },
+    async (request, reply) => {
+      const { projectId } = principalOf(request);
+      const body = request.body as ModelRequestBody & { store?: boolean | null; previous_response_id?: string | null };
+      let targets;
+      if (typeof body.previous_response_id === 'string') {
+        // The previous response's state lives at the target that created it: no fallback elsewhere.
+        const owner = await ownerOf(projectId, body.previous_response_id, 'previous_response_id');
+        const target = ctx.models.get(body.model)?.targets[owner.targetIndex];
+        if (owner.model === body.model && target) targets = { targets: [target], indexOf: () => owner.targetIndex };
+      }
+      const claim = (id: string | null, targetIndex: number) => {
+        if (body.store === false || id === null || !VALID_ID.test(id)) return Promise.resolve();
+        return ctx.store.responses.claim(projectId, id, { model: body.model, targetIndex }, ttlMs);
+      };
+      let claimed = false;
+      return proxyModelRequest(ctx, request, reply, OPERATIONS.responses, {
+        targets,
+        onReply: (bytes, targetIndex) => claim(firstStringValue(bytes, ID_KEY), targetIndex),
+        onEvent: (event, targetIndex) => {
+          if (claimed || !event.includes(CREATED)) return;
+          claimed = true;
+          claim(firstStringValue(event, ID_KEY), targetIndex).catch((error: unknown) =>
+            request.log.warn({ err: error }, 'response owner not stored: store unavailable'),
+          );
+        },
+      });
+    },
+  );
+
+  const stored = (method: 'GET' | 'DELETE' | 'POST', suffix: string, summary: string) =>
+    app.route({
+      method,
+      url: `/v1/responses/:response_id${suffix}`,
+      schema: { summary, params: ResponseParams, response: answers },
+      handler: async (request, reply) => {
+        const { projectId } = principalOf(request);
+        const responseId = request.params.response_id;
+        const owner = await ownerOf(projectId, responseId, 'response_id');
+        const model = ctx.models.get(owner.model);
+        const target = model?.targets[owner.targetIndex];
+        if (!model || target?.kind !== 'http') throw resourceNotFound('response', 'response_id');
+        const query = request.url.indexOf('?');
+        const streamed = method === 'GET' && suffix === '' && (request.query as Record<string, unknown> | undefined)?.stream === 'true';
+        const call = new ModelCall(ctx, request, reply, projectId, model, STORED, streamed, { metersTokens: false });
+        return call.run(async () => {
+          const attempt = { target, index: owner.targetIndex, startedAt: performance.now() };
+          const response = await sendToTarget(
+            target,
+            {
+              method,
+              path: `/responses/${encodeURIComponent(responseId)}${suffix}${query === -1 ? '' : request.url.slice(query)}`,
+              accept: streamed ? 'text/event-stream' : 'application/json',
+            },
+            { requestId: request.id, stream: streamed, signal: call.controller.signal },
+          );
+          if (response.status < 200 || response.status >= 300) {
+            call.observeUpstream(attempt, String(response.status));
+            throw mapUpstreamStatus(response.status, response.headers, await readBody(response.body, ERROR_BODY_LIMIT).catch(() => ''));
+          }
+          if (method === 'DELETE') await ctx.store.responses.release(projectId, responseId);
+          const sent = { response, attempt };
+          if (streamed) return relayStream(call, sent, { hideUsage: false, estimatePromptTokens: () => 0 });
+          return relayJson(call, sent, { estimatePromptTokens: () => 0 });
+        });
+      },
+    });
+  stored('GET', '', 'Retrieve a stored response of the project (stream=true replays its events)');
+  stored('DELETE', '', 'Delete a stored response of the project');
+  stored('GET', '/input_items', 'List the input items of a stored response of the project');
+  stored('POST', '/cancel', 'Cancel a background response of the project');
+};
