@@ -7,14 +7,7 @@
  * is never taken for the key.
  */
 
-const QUOTE = 34;
-const BACKSLASH = 92;
-const COLON = 58;
-const COMMA = 44;
-const OPEN_BRACE = 123;
-const CLOSE_BRACE = 125;
-const OPEN_BRACKET = 91;
-const CLOSE_BRACKET = 93;
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../json-codes.js';
 
 function isSpace(byte: number | undefined): boolean {
   return byte === 32 || byte === 9 || byte === 10 || byte === 13;

@@ -1,11 +1,11 @@
 import { Transform, type TransformCallback } from 'node:stream';
+import { QUOTE } from '../json-codes.js';
 import { findKey, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
 const BLANK_CRLF = Buffer.from('\r\n\r\n');
 const CR = 13;
-const QUOTE = 34;
 const USAGE_KEY = Buffer.from('"usage"');
 const MODEL_KEY = Buffer.from('"model"');
 const DONE_MARKER = Buffer.from('[DONE]');
