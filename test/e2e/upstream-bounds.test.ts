@@ -41,6 +41,13 @@ describe('bounded upstream replies (real process, real Redis)', () => {
     upstream = createServer((request: IncomingMessage, response: ServerResponse) => {
       request.resume();
       const scenario = (request.url ?? '').split('/')[1]!;
+      if (scenario === 'absurd') {
+        // Usage numbers no backend could mean: 1e300 prompt tokens, a negative completion count.
+        const usage = '{"prompt_tokens":1e300,"completion_tokens":-4,"total_tokens":1e300}';
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}],"usage":${usage}}`);
+        return;
+      }
       response.writeHead(200, { 'content-type': scenario === 'event' ? 'text/event-stream' : 'application/json' });
       const head = scenario === 'event' ? `${FIRST_CHUNK}data: {"choices":[{"delta":{"content":"` : '{"choices":[{"message":{"content":"';
       void pour(response, head).then((bytes) => (written[scenario] = bytes));
@@ -58,6 +65,12 @@ models:
   - id: json-1
     upstream: ${base}/json/v1
     endpoints: [chat, embeddings]
+  - id: absurd-1
+    upstream: ${base}/absurd/v1
+  - id: echo-1
+    provider: echo
+usage:
+  flush_interval_ms: 100
 upstream:
   max_sse_event_bytes: 65536
   max_json_reply_bytes: 262144
@@ -128,4 +141,31 @@ redis:
       await expect.poll(() => written.json).toBeLessThan(HUGE / 4);
     }
   });
+
+  it('refuses absurd usage numbers from an upstream (logged, counted, taken as 0) without losing any other record', async () => {
+    const own = await gateway.createProject({ name: 'absurd usage' });
+    const send = (body: Record<string, unknown>) =>
+      fetch(`${gateway.url}/v1/chat/completions`, { method: 'POST', headers: { ...own.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const before = await metricValue('nova_usage_invalid_values_total{field="promptTokens"}');
+    const absurd = await send({ model: 'absurd-1', messages });
+    expect(absurd.status).toBe(200);
+    const echoed = await send({ model: 'echo-1', messages: [{ role: 'user', content: 'four words right here' }] });
+    expect(echoed.status).toBe(200);
+    await expect.poll(() => metricValue('nova_usage_invalid_values_total{field="promptTokens"}'), { timeout: 5000 }).toBe(before + 1);
+    expect(await metricValue('nova_usage_invalid_values_total{field="completionTokens"}')).toBeGreaterThanOrEqual(1);
+    await gateway.waitForLog((line) => line.includes('usage value refused'));
+    // The echo request's tokens (4 prompt, 4 completion) are counted, and nothing of the absurd one.
+    const start = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 60_000).toISOString();
+    const readUsage = async () => {
+      const response = await fetch(`${gateway.url}/v1/projects/${own.projectId}/usage?start_time=${start}`, { headers: own.auth });
+      return ((await response.json()) as { tokens: { prompt: number; completion: number } }).tokens;
+    };
+    await expect.poll(readUsage, { timeout: 5000 }).toEqual({ prompt: 4, completion: 4, total: 8 });
+  });
+
+  async function metricValue(series: string): Promise<number> {
+    const text = await (await fetch(`http://127.0.0.1:${gateway.metricsPort}/metrics`)).text();
+    const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+    return line ? Number(line.slice(series.length + 1)) : 0;
+  }
 });
