@@ -141,7 +141,8 @@ describe.each(QUOTA_STORE_KINDS)('limiter contract (%s)', (kind) => {
     expect(after.filter((decision) => decision.allowed)).toHaveLength(2);
   });
 
-  it.skipIf(kind !== 'redis')('keeps each project key small: no key above 64 KB at a million requests a minute', async () => {
+  // Redis only: key sizes are Redis's MEMORY USAGE (the Cluster and memory stores keep the same structures).
+  if (kind === 'redis') it('keeps each project key small: no key above 64 KB at a million requests a minute', async () => {
     const id = await project({ requests_per_minute: 1_000_000, burst_limit: 0, tokens_per_minute: 1_000_000_000, max_concurrent_requests: 1000 });
     const s = settings({ windowMs: 2000 });
     const held: Reservation[] = [];
