@@ -1,240 +1,101 @@
 /**
- * npm run bench: one run, every figure. Starts redis-server, a fake upstream with a fixed latency
- * and the gateway (real process: auth, rate limit, usage, metrics, conversations, info logging),
- * plus two bare passthroughs, then drives autocannon against
- *   (a) the upstream directly, (b) @fastify/http-proxy, (b') a bare undici passthrough, (c) the gateway,
- * non-streaming and streaming; measures the added latency of (c) over (a) at half of (c)'s peak,
- * time to first byte of streams, and the gateway's RSS while it holds 1,000 concurrent streams.
- * Writes bench/results/bench-<time>.json. Env: BENCH_DURATION_S (default 8), BENCH_CONNECTIONS (64),
- * UPSTREAM_LATENCY_MS (10), BENCH_STREAMS (1000), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
+ * npm run bench: every figure of the performance issue in one run, side by side.
+ *
+ * Each proxy under test runs alone on core 1 (`taskset -c 1`); this process, wrk, the upstream
+ * (bench/upstream-server.ts) and Redis share core 0. Targets: the upstream directly, nginx with one
+ * worker (when installed), a bare @fastify/http-proxy, and nova-gateway as `npm start` runs it with
+ * every feature on (auth, the admission script with request rate, token rate, concurrency and
+ * budgets, usage, cost, metrics, access log at info to /dev/null), without and with `store: true`.
+ * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
+ * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
+ * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
+ *
+ * Env: BENCH_SECONDS (10 per measure), BENCH_CONNECTIONS (32), BENCH_HELD_STREAMS (10000, fewer
+ * when the open-file limit cannot hold two sockets per stream), BENCH_TARGETS (comma list of keys
+ * below), BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
  */
-import autocannon from 'autocannon';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { holdStreams } from './held-streams.js';
+import { nginxInstalled, startNginx } from './nginx.js';
+import { wrk, type WrkRequest, type WrkResult } from './wrk.js';
 import { freePort, RedisProcess } from '../test/support/redis-server.js';
 
 const ROOT = new URL('../', import.meta.url).pathname;
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const LATENCY_MS = Number(process.env.UPSTREAM_LATENCY_MS ?? 10);
-const STREAMS = Number(process.env.BENCH_STREAMS ?? 1000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'throughput,latency,held').split(','));
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 const children: ChildProcess[] = [];
 
-interface Target {
-  name: string;
-  url: string;
-  headers: Record<string, string>;
-  /** Fields added to the request body (the gateway's store: false). */
-  extraBody?: Record<string, unknown>;
+const hasTaskset = spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0;
+const pinned = hasTaskset && cpus().length >= 2;
+/** The proxy under test gets core 1 to itself; everything else was moved to core 0 at start. */
+const underTest = pinned ? ['taskset', '-c', '1'] : [];
+
+function openFileLimit(): number {
+  const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();
+  return out === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(out);
 }
 
-interface LoadResult {
-  rps: number;
-  p50_ms: number;
-  p99_ms: number;
-  non2xx: number;
-  errors: number;
-}
-
-function node(script: string, env: Record<string, string>, extraArgs: string[] = []): ChildProcess {
-  const child = spawn(process.execPath, [...extraArgs, '--import', 'tsx', script], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+function launch(command: string[], env: Record<string, string> = {}, stdout: 'pipe' | 'ignore' = 'pipe'): ChildProcess {
+  const [file, ...args] = command;
+  const child = spawn(file!, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', stdout, 'inherit'] });
   children.push(child);
   return child;
 }
 
 async function portLine(child: ChildProcess): Promise<number> {
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const parsed = JSON.parse(line) as { port: number };
+  for await (const line of createInterface({ input: child.stdout! })) {
     child.stdout!.resume();
-    return parsed.port;
+    return (JSON.parse(line) as { port: number }).port;
   }
   throw new Error('child exited before listening');
 }
 
-function rssOf(pid: number): { rssMb: number; hwmMb: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
-  return { rssMb: kb('VmRSS') / 1024, hwmMb: kb('VmHWM') / 1024 };
-}
-
-function body(stream: boolean, extra: Record<string, unknown> = {}): string {
-  return JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16, ...extra });
-}
-
-async function load(target: Target, stream: boolean, options: { durationS?: number } = {}): Promise<LoadResult> {
-  const result = await autocannon({
-    url: target.url,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...target.headers },
-    body: body(stream, target.extraBody),
-    connections: CONNECTIONS,
-    duration: options.durationS ?? DURATION_S,
-  });
-  return {
-    rps: Math.round(result.requests.average),
-    p50_ms: result.latency.p50,
-    p99_ms: result.latency.p99,
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
-  };
-}
-
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((x, y) => x - y);
-  return Number((sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0).toFixed(2));
-};
-
-/**
- * Latency at a fixed arrival rate (open loop: requests leave on schedule whether or not earlier
- * ones have answered), each timed from its own send to its last byte. autocannon's rate mode
- * times from a different point and reported a p50 below the upstream's fixed latency.
- */
-async function latencyAtRate(target: Target, rate: number, seconds = DURATION_S) {
-  const agent = new Agent({ connections: 256, pipelining: 1 });
-  const latencies: number[] = [];
-  let failures = 0;
-  const total = Math.floor(rate * seconds);
-  const started = performance.now();
-  const pending: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    pending.push(
-      (async () => {
-        const sent = performance.now();
-        try {
-          const response = await request(target.url, {
-            method: 'POST',
-            dispatcher: agent,
-            headers: { 'content-type': 'application/json', ...target.headers },
-            body: body(false, target.extraBody),
-          });
-          await response.body.text();
-          if (response.statusCode === 200) latencies.push(performance.now() - sent);
-          else failures++;
-        } catch {
-          failures++;
-        }
-      })(),
-    );
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (await fetch(url).then((r) => r.status < 500, () => false)) return;
+    await sleep(100);
   }
-  await Promise.all(pending);
-  await agent.close();
-  return { rate_rps: rate, requests: total, failures, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) };
-}
-
-/** Time to response headers and to the first body byte of streaming requests, at low concurrency. */
-async function timeToFirstByte(target: Target, count = 300, concurrency = 8) {
-  const agent = new Agent({ connections: concurrency, pipelining: 1 });
-  const headers: number[] = [];
-  const first: number[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next++ < count) {
-      const started = performance.now();
-      const response = await request(target.url, {
-        method: 'POST',
-        dispatcher: agent,
-        headers: { 'content-type': 'application/json', ...target.headers },
-        body: body(true),
-      });
-      headers.push(performance.now() - started);
-      let seen = false;
-      for await (const _chunk of response.body) {
-        if (!seen) first.push(performance.now() - started);
-        seen = true;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  await agent.close();
-  return { headers_p50_ms: percentile(headers, 50), first_byte_p50_ms: percentile(first, 50), first_byte_p99_ms: percentile(first, 99) };
-}
-
-/** Opens STREAMS long streams at once against the gateway and samples its RSS until they end. */
-async function holdStreams(gateway: Target, pid: number) {
-  const agent = new Agent({ connections: STREAMS + 10, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
-  const before = rssOf(pid).rssMb;
-  let peak = before;
-  let open = 0;
-  let maxOpen = 0;
-  let completed = 0;
-  let failed = 0;
-  const sampler = setInterval(() => {
-    peak = Math.max(peak, rssOf(pid).rssMb);
-  }, 100);
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: STREAMS }, async () => {
-      try {
-        const response = await request(gateway.url, {
-          method: 'POST',
-          dispatcher: agent,
-          headers: { 'content-type': 'application/json', ...gateway.headers },
-          body: JSON.stringify({ model: 'bench-held', messages: [{ role: 'user', content: 'hold on' }], stream: true }),
-        });
-        open++;
-        maxOpen = Math.max(maxOpen, open);
-        let text = '';
-        for await (const chunk of response.body) text += chunk;
-        open--;
-        if (response.statusCode === 200 && text.endsWith('data: [DONE]\n\n')) completed++;
-        else failed++;
-      } catch {
-        failed++;
-      }
-    }),
-  );
-  clearInterval(sampler);
-  await agent.close();
-  return {
-    streams: STREAMS,
-    max_concurrently_open: maxOpen,
-    completed,
-    failed,
-    seconds: Number(((performance.now() - started) / 1000).toFixed(1)),
-    rss_before_mb: Math.round(before),
-    rss_peak_mb: Math.round(peak),
-  };
+  throw new Error(`${url} never answered`);
 }
 
 async function startGateway(upstreamPort: number, redisUrl: string) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
   const config = join(dir, 'gateway.yaml');
+  const pricing = '{ input_per_million: 0.2, output_per_million: 0.6 }';
   writeFileSync(
     config,
     `models:
   - id: bench-1
     upstream: http://127.0.0.1:${upstreamPort}/fixed/v1
     timeout_ms: 30000
+    pricing: ${pricing}
   - id: bench-held
     upstream: http://127.0.0.1:${upstreamPort}/held/v1
-    timeout_ms: 30000
-  - id: echo-1
-    provider: echo
+    timeout_ms: 120000
+    pricing: ${pricing}
+server:
+  max_connections_per_address: 0
+conversations:
+  retention_seconds: 3600
+  max_bytes_per_project: 1099511627776
+rate_limits:
+  management_requests_per_minute: 1000000
 redis:
   key_prefix: bench
 `,
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
-  // The built server, as production runs it (npm start).
-  const child = spawn(process.execPath, [...profile, 'dist/src/server.js'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
+  const child = launch(
+    [...underTest, process.execPath, ...profile, 'dist/src/server.js'],
+    {
       PORT: String(port),
       HOST: '127.0.0.1',
       METRICS_PORT: String(await freePort()),
@@ -243,101 +104,189 @@ redis:
       NOVA_CONFIG: config,
       LOG_LEVEL: 'info',
     },
-    // Info logging stays on (its cost is part of the figures); the lines go to /dev/null.
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  children.push(child);
+    // The access log stays at info (its cost is part of the figures); the lines go to /dev/null.
+    'ignore',
+  );
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
-    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
-    if (ready) break;
-    await sleep(100);
-  }
-  const project = await fetch(`${url}/admin/v1/projects`, {
+  await waitFor(`${url}/readyz`);
+  const created = await fetch(`${url}/admin/v1/projects`, {
     method: 'POST',
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench', requests_per_minute: 1_000_000, burst_limit: 1_000_000 }),
+    // Every limit set, none reached: the admission script checks and settles all of them.
+    body: JSON.stringify({
+      name: 'bench',
+      requests_per_minute: 1_000_000,
+      burst_limit: 1_000_000,
+      tokens_per_minute: 1_000_000_000_000,
+      max_concurrent_requests: 1_000_000,
+      daily_tokens: 1_000_000_000_000_000,
+      monthly_tokens: 1_000_000_000_000_000,
+      monthly_cost: 1_000_000_000,
+    }),
   });
-  const secret = ((await project.json()) as { api_key: { secret: string } }).api_key.secret;
+  if (!created.ok) throw new Error(`project creation answered ${created.status}: ${await created.text()}`);
+  const secret = ((await created.json()) as { api_key: { secret: string } }).api_key.secret;
   return { child, url, secret };
 }
 
-async function main() {
-  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
-  const redis = await RedisProcess.start();
-  const upstreamChild = node('bench/fake-upstream-server.ts', { UPSTREAM_LATENCY_MS: String(LATENCY_MS) });
-  const upstreamPort = await portLine(upstreamChild);
-  const proxyChild = node('bench/bare-proxy.ts', { BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`, BARE_MODE: 'http-proxy' });
-  const undiciChild = node('bench/bare-proxy.ts', { BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`, BARE_MODE: 'undici' });
-  const [proxyPort, undiciPort] = await Promise.all([portLine(proxyChild), portLine(undiciChild)]);
-  const gateway = await startGateway(upstreamPort, redis.url);
+const chatBody = (stream: boolean, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16, ...extra });
 
-  const targets: Record<'a' | 'b' | 'b_undici' | 'c' | 'c_store_off', Target> = {
-    a: { name: '(a) upstream direct', url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions`, headers: {} },
-    b: { name: '(b) @fastify/http-proxy', url: `http://127.0.0.1:${proxyPort}/v1/chat/completions`, headers: {} },
-    b_undici: { name: "(b') bare undici passthrough", url: `http://127.0.0.1:${undiciPort}/v1/chat/completions`, headers: {} },
-    c: { name: '(c) nova-gateway', url: `${gateway.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gateway.secret}` } },
-    // Everything on but the conversation write (the request says store: false).
-    c_store_off: {
-      name: "(c') nova-gateway, store: false",
-      url: `${gateway.url}/v1/chat/completions`,
-      headers: { authorization: `Bearer ${gateway.secret}` },
-      extraBody: { store: false },
+interface Target {
+  key: string;
+  name: string;
+  chat?: (stream: boolean) => WrkRequest;
+  get?: WrkRequest;
+}
+
+/** A run with failures is not a figure: show what one of its requests answers. */
+async function showOne(request: WrkRequest): Promise<void> {
+  const response = await fetch(request.url, {
+    method: request.method ?? 'POST',
+    headers: { ...(request.body ? { 'content-type': 'application/json' } : {}), ...request.headers },
+    body: request.body,
+  });
+  console.log(`  FAILURES: one request now answers ${response.status}: ${(await response.text()).slice(0, 300)}`);
+  failures++;
+}
+let failures = 0;
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  const line = (row: string[]) => `| ${row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join(' | ')} |`;
+  return [line(rows[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
+}
+
+async function main() {
+  if (spawnSync('wrk', ['-v']).error) throw new Error('wrk is not installed (apt-get install wrk)');
+  if (pinned) execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
+  else console.log(hasTaskset ? 'one CPU only: running unpinned' : 'taskset is not installed: running unpinned');
+  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
+
+  const redis = await RedisProcess.start();
+  const upstreamChild = launch([process.execPath, '--import', 'tsx', 'bench/upstream-server.ts']);
+  const upstreamPort = await portLine(upstreamChild);
+  const proxyChild = launch([...underTest, process.execPath, '--import', 'tsx', 'bench/bare-proxy.ts'], {
+    BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
+  });
+  const proxyPort = await portLine(proxyChild);
+  const nginx = nginxInstalled();
+  const nginxPort = await freePort();
+  if (nginx) {
+    children.push(startNginx(nginx, underTest, nginxPort, upstreamPort));
+    await waitFor(`http://127.0.0.1:${nginxPort}/v1/models`);
+  } else console.log('nginx is not installed: its row is left out');
+  const gateway = await startGateway(upstreamPort, redis.url);
+  const auth = { authorization: `Bearer ${gateway.secret}` };
+
+  const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
+  const allTargets: Target[] = [
+    { key: 'upstream', name: 'upstream directly', chat: direct(`${upstreamPort}/fixed/v1`) },
+    ...(nginx ? [{ key: 'nginx', name: 'nginx, 1 worker', chat: direct(`${nginxPort}/v1`) }] : []),
+    { key: 'bare', name: 'bare @fastify/http-proxy', chat: direct(`${proxyPort}/v1`) },
+    {
+      key: 'nova',
+      name: 'nova, every feature on',
+      chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream) }),
     },
-  };
+    {
+      key: 'nova_store',
+      name: 'nova, every feature on, store: true',
+      chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
+    },
+    { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
+  ];
+  const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
-    machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
-    settings: { duration_s: DURATION_S, connections: CONNECTIONS, upstream_latency_ms: LATENCY_MS, stream_chunks: 8 },
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, pinned },
+    method: {
+      seconds: SECONDS,
+      warm_up_seconds: 3,
+      connections: CONNECTIONS,
+      load_generator: 'wrk -t1',
+      pinning: pinned ? 'proxy under test: taskset -c 1; wrk, upstream, Redis, this process: core 0' : 'unpinned',
+      upstream: 'bench/upstream-server.ts: 16 completion tokens; streams are 16 content events, finish, usage, [DONE]',
+    },
   };
-  const throughput: Record<string, Record<string, LoadResult>> = { json: {}, stream: {} };
-  for (const stream of [false, true]) {
-    const mode = stream ? 'stream' : 'json';
-    for (const [key, target] of Object.entries(targets)) {
-      await load(target, stream, { durationS: 2 }); // warm-up (JIT, pools)
-      throughput[mode]![key] = await load(target, stream);
-      console.log(`${mode.padEnd(6)} ${target.name.padEnd(30)} ${JSON.stringify(throughput[mode]![key])}`);
+  const figures: Record<string, { json?: WrkResult; stream?: WrkResult; one_connection?: WrkResult }> = {};
+  for (const target of targets) {
+    const figure: (typeof figures)[string] = (figures[target.key] = {});
+    const runs: Array<['json' | 'stream', WrkRequest]> = target.get
+      ? [['json', target.get]]
+      : [
+          ['json', target.chat!(false)],
+          ['stream', target.chat!(true)],
+        ];
+    if (PARTS.has('throughput')) {
+      for (const [mode, request] of runs) {
+        await wrk(request, { connections: CONNECTIONS, seconds: 3 });
+        figure[mode] = await wrk(request, { connections: CONNECTIONS, seconds: SECONDS });
+        console.log(`${target.name}: ${mode} ${JSON.stringify(figure[mode])}`);
+        if (figure[mode].errors > 0) await showOne(request);
+      }
+    }
+    if (PARTS.has('latency') && !target.get) {
+      await wrk(runs[0]![1], { connections: 1, seconds: 2 });
+      figure.one_connection = await wrk(runs[0]![1], { connections: 1, seconds: Math.max(3, SECONDS / 2) });
+      console.log(`${target.name}: 1 connection ${JSON.stringify(figure.one_connection)}`);
     }
   }
-  results.throughput = throughput;
+  results.targets = figures;
 
-  const halfRate = Math.max(1, Math.floor(throughput.json!.c!.rps / 2));
-  const atHalf = {
-    a: await latencyAtRate(targets.a, halfRate),
-    b: await latencyAtRate(targets.b, halfRate),
-    c: await latencyAtRate(targets.c, halfRate),
-  };
-  results.added_latency_at_half_peak = {
-    rate_rps: halfRate,
-    ...atHalf,
-    added_p50_ms: Number((atHalf.c.p50_ms - atHalf.a.p50_ms).toFixed(2)),
-    added_p99_ms: Number((atHalf.c.p99_ms - atHalf.a.p99_ms).toFixed(2)),
-    bare_proxy_added_p50_ms: Number((atHalf.b.p50_ms - atHalf.a.p50_ms).toFixed(2)),
-  };
-  console.log(`added latency at ${halfRate} req/s (half of (c) peak): ${JSON.stringify(results.added_latency_at_half_peak)}`);
+  if (PARTS.has('held')) {
+    // Each held stream holds two of the gateway's sockets (client and upstream).
+    const streams = Math.min(Number(process.env.BENCH_HELD_STREAMS ?? 10_000), Math.floor((openFileLimit() - 256) / 2));
+    results.held_streams = await holdStreams({
+      held: { url: `${gateway.url}/v1/chat/completions`, headers: auth },
+      probe: { gateway: { url: `${gateway.url}/v1/chat/completions`, headers: auth }, direct: { url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions` } },
+      pid: gateway.child.pid!,
+      streams,
+      probes: 200,
+    });
+    results.open_file_limit = openFileLimit();
+    console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
+  }
 
-  const ttfb: Record<string, unknown> = {};
-  for (const key of ['a', 'b', 'c'] as const) ttfb[key] = await timeToFirstByte(targets[key]);
-  results.stream_time_to_first_byte = ttfb;
-  console.log(`stream time to first byte: ${JSON.stringify(ttfb)}`);
-
-  results.held_streams = await holdStreams(targets.c, gateway.child.pid!);
-  console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
-  results.gateway_peak_rss_mb_whole_run = Math.round(rssOf(gateway.child.pid!).hwmMb);
-  results.targets = {
-    c_vs_b_throughput_json: Number((throughput.json!.c!.rps / throughput.json!.b!.rps).toFixed(2)),
-    c_vs_b_throughput_stream: Number((throughput.stream!.c!.rps / throughput.stream!.b!.rps).toFixed(2)),
-    c_store_off_vs_b_throughput_json: Number((throughput.json!.c_store_off!.rps / throughput.json!.b!.rps).toFixed(2)),
-    added_p50_ms: (results.added_latency_at_half_peak as { added_p50_ms: number }).added_p50_ms,
-    held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb: number }).rss_peak_mb,
+  const bare = figures.bare;
+  const nova = figures.nova;
+  const ratio = (a?: number, b?: number) => (a && b ? Number((a / b).toFixed(2)) : null);
+  const upstreamP50 = figures.upstream?.one_connection?.p50_ms;
+  results.against_targets = {
+    json_vs_bare: ratio(nova?.json?.rps, bare?.json?.rps),
+    stream_vs_bare: ratio(nova?.stream?.rps, bare?.stream?.rps),
+    added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
+    store_true_vs_false_json: ratio(figures.nova_store?.json?.rps, nova?.json?.rps),
+    store_true_vs_false_stream: ratio(figures.nova_store?.stream?.rps, nova?.stream?.rps),
+    held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb?: number } | undefined)?.rss_peak_mb ?? null,
+    held_streams_ttfb_added_p50_ms: (results.held_streams as { ttfb_added_p50_ms?: number } | undefined)?.ttfb_added_p50_ms ?? null,
   };
-  console.log(`targets: ${JSON.stringify(results.targets)} (whole-run gateway peak RSS ${results.gateway_peak_rss_mb_whole_run} MB)`);
+
+  const k = (n?: number) => (n === undefined ? '–' : `${(n / 1000).toFixed(2)}k`);
+  const x = (n?: number, base?: number) => (n && base ? ` (${(n / base).toFixed(2)}x)` : '');
+  const rows = [['target', 'JSON req/s', 'stream req/s', 'p50 at 1 connection']];
+  for (const target of targets) {
+    const f = figures[target.key]!;
+    rows.push([
+      target.name,
+      `${k(f.json?.rps)}${target.key.startsWith('nova') ? x(f.json?.rps, bare?.json?.rps) : ''}`,
+      `${k(f.stream?.rps)}${target.key.startsWith('nova') ? x(f.stream?.rps, bare?.stream?.rps) : ''}`,
+      f.one_connection ? `${f.one_connection.p50_ms.toFixed(2)} ms` : '–',
+    ]);
+  }
+  console.log(`\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} ${CONNECTIONS} connections, ${SECONDS} s per measure; (x) = against the bare proxy.\n`);
+  console.log(table(rows));
+  console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
 
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   const file = join(ROOT, 'bench/results', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`written: ${file}`);
+  if (failures > 0) {
+    console.log(`${failures} measure(s) had failed requests: their figures are not valid`);
+    process.exitCode = 1;
+  }
 
   gateway.child.kill('SIGTERM');
   await new Promise((resolve) => gateway.child.once('exit', resolve));

@@ -1,0 +1,87 @@
+/**
+ * The bench's upstream: a minimal OpenAI-compatible chat server on node:http with answers built once,
+ * so that it costs far less per request than anything measured through it. Prints {"port": n}.
+ *
+ *   /fixed/v1/chat/completions  16 completion tokens at once: one JSON body, or (when the request
+ *                               says "stream":true) 16 content events, a finish event, a usage event
+ *                               and [DONE], each written separately as a token server writes them;
+ *   /held/v1/chat/completions   a slow stream: the first event at once, then one every
+ *                               BENCH_HELD_INTERVAL_MS for BENCH_HELD_EVENTS events, then usage and [DONE].
+ */
+import { createServer, type ServerResponse } from 'node:http';
+
+const TOKENS = 16;
+const HELD_INTERVAL_MS = Number(process.env.BENCH_HELD_INTERVAL_MS ?? 1000);
+const HELD_EVENTS = Number(process.env.BENCH_HELD_EVENTS ?? 20);
+const created = Math.floor(Date.now() / 1000);
+const words = Array.from({ length: TOKENS }, (_, n) => (n === 0 ? 'Token' : ` token${n}`));
+const usage = { prompt_tokens: 12, completion_tokens: TOKENS, total_tokens: 12 + TOKENS };
+
+const jsonBody = Buffer.from(
+  JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created,
+    model: 'bench-1',
+    choices: [{ index: 0, message: { role: 'assistant', content: words.join('') }, finish_reason: 'stop' }],
+    usage,
+  }),
+);
+const event = (payload: unknown) => Buffer.from(`data: ${JSON.stringify(payload)}\n\n`);
+const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+  event({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created, model: 'bench-1', choices: [{ index: 0, delta, finish_reason: finish }] });
+const contentEvents = words.map((content, n) => chunk(n === 0 ? { role: 'assistant', content } : { content }));
+const tailEvents = [
+  chunk({}, 'stop'),
+  event({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created, model: 'bench-1', choices: [], usage }),
+  Buffer.from('data: [DONE]\n\n'),
+];
+const heldEvent = chunk({ content: ' t' });
+const sseHeaders = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+
+/** Held streams tick together on one timer, not one timer each. */
+const held = new Map<ServerResponse, number>();
+setInterval(() => {
+  for (const [response, sent] of held) {
+    if (sent + 1 >= HELD_EVENTS) {
+      held.delete(response);
+      for (const tail of tailEvents) response.write(tail);
+      response.end();
+    } else {
+      held.set(response, sent + 1);
+      response.write(heldEvent);
+    }
+  }
+}, HELD_INTERVAL_MS).unref();
+
+const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) => {
+  const parts: Buffer[] = [];
+  request.on('data', (part: Buffer) => parts.push(part));
+  request.on('end', () => {
+    const url = request.url ?? '';
+    if (request.method !== 'POST' || !url.endsWith('/chat/completions')) {
+      response.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
+      return;
+    }
+    const stream = Buffer.concat(parts).includes('"stream":true');
+    if (url.startsWith('/held/')) {
+      response.writeHead(200, sseHeaders);
+      response.write(contentEvents[0]);
+      held.set(response, 1);
+      response.on('close', () => held.delete(response));
+    } else if (stream) {
+      response.writeHead(200, sseHeaders);
+      for (const content of contentEvents) response.write(content);
+      for (const tail of tailEvents) response.write(tail);
+      response.end();
+    } else {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': jsonBody.length }).end(jsonBody);
+    }
+  });
+});
+server.maxConnections = 0x7fffffff;
+server.listen(0, '127.0.0.1', () => {
+  const address = server.address();
+  process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`);
+});
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
