@@ -12,10 +12,10 @@
  *
  * Env: BENCH_SECONDS (10 per measure), BENCH_CONNECTIONS (32), BENCH_HELD_STREAMS (10000, fewer
  * when the open-file limit cannot hold two sockets per stream), BENCH_TARGETS (comma list of keys
- * below), BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
+ * below), BENCH_MODES (json,stream), BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -102,7 +102,7 @@ redis:
       REDIS_URL: redisUrl,
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: process.env.ABL_LOG ?? 'info',
     },
     // The access log stays at info (its cost is part of the figures); the lines go to /dev/null.
     'ignore',
@@ -135,8 +135,23 @@ const chatBody = (stream: boolean, extra: Record<string, unknown> = {}) =>
 interface Target {
   key: string;
   name: string;
+  /** The process under test (with its children: nginx's worker), for its CPU time; none for the upstream. */
+  pid?: number;
   chat?: (stream: boolean) => WrkRequest;
   get?: WrkRequest;
+}
+
+type Measured = WrkResult & { cpu_us_per_request?: number };
+const CLOCK_TICKS = 100;
+
+/** CPU time (user + system) of a process and its direct children, from /proc. */
+function cpuSeconds(pid: number): number {
+  const ticks = (id: string) => {
+    const fields = readFileSync(`/proc/${id}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  return [String(pid), ...kids].reduce((sum, id) => sum + ticks(id), 0) / CLOCK_TICKS;
 }
 
 /** A run with failures is not a figure: show what one of its requests answers. */
@@ -172,8 +187,10 @@ async function main() {
   const proxyPort = await portLine(proxyChild);
   const nginx = nginxInstalled();
   const nginxPort = await freePort();
+  let nginxChild: ChildProcess | undefined;
   if (nginx) {
-    children.push(startNginx(nginx, underTest, nginxPort, upstreamPort));
+    nginxChild = startNginx(nginx, underTest, nginxPort, upstreamPort);
+    children.push(nginxChild);
     await waitFor(`http://127.0.0.1:${nginxPort}/v1/models`);
   } else console.log('nginx is not installed: its row is left out');
   const gateway = await startGateway(upstreamPort, redis.url);
@@ -182,19 +199,21 @@ async function main() {
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
     { key: 'upstream', name: 'upstream directly', chat: direct(`${upstreamPort}/fixed/v1`) },
-    ...(nginx ? [{ key: 'nginx', name: 'nginx, 1 worker', chat: direct(`${nginxPort}/v1`) }] : []),
-    { key: 'bare', name: 'bare @fastify/http-proxy', chat: direct(`${proxyPort}/v1`) },
+    ...(nginx ? [{ key: 'nginx', name: 'nginx, 1 worker', pid: nginxChild?.pid, chat: direct(`${nginxPort}/v1`) }] : []),
+    { key: 'bare', name: 'bare @fastify/http-proxy', pid: proxyChild.pid, chat: direct(`${proxyPort}/v1`) },
     {
       key: 'nova',
       name: 'nova, every feature on',
+      pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream) }),
     },
     {
       key: 'nova_store',
       name: 'nova, every feature on, store: true',
+      pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
     },
-    { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
+    { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
   const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
 
@@ -210,7 +229,7 @@ async function main() {
       upstream: 'bench/upstream-server.ts: 16 completion tokens; streams are 16 content events, finish, usage, [DONE]',
     },
   };
-  const figures: Record<string, { json?: WrkResult; stream?: WrkResult; one_connection?: WrkResult }> = {};
+  const figures: Record<string, { json?: Measured; stream?: Measured; one_connection?: WrkResult }> = {};
   for (const target of targets) {
     const figure: (typeof figures)[string] = (figures[target.key] = {});
     const runs: Array<['json' | 'stream', WrkRequest]> = target.get
@@ -221,8 +240,13 @@ async function main() {
         ];
     if (PARTS.has('throughput')) {
       for (const [mode, request] of runs) {
+        if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
         await wrk(request, { connections: CONNECTIONS, seconds: 3 });
-        figure[mode] = await wrk(request, { connections: CONNECTIONS, seconds: SECONDS });
+        const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
+        const measured = await wrk(request, { connections: CONNECTIONS, seconds: SECONDS });
+        figure[mode] = target.pid
+          ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
+          : measured;
         console.log(`${target.name}: ${mode} ${JSON.stringify(figure[mode])}`);
         if (figure[mode].errors > 0) await showOne(request);
       }
@@ -265,13 +289,14 @@ async function main() {
 
   const k = (n?: number) => (n === undefined ? '–' : `${(n / 1000).toFixed(2)}k`);
   const x = (n?: number, base?: number) => (n && base ? ` (${(n / base).toFixed(2)}x)` : '');
-  const rows = [['target', 'JSON req/s', 'stream req/s', 'p50 at 1 connection']];
+  const rows = [['target', 'JSON req/s', 'stream req/s', 'CPU µs/request (JSON, stream)', 'p50 at 1 connection']];
   for (const target of targets) {
     const f = figures[target.key]!;
     rows.push([
       target.name,
       `${k(f.json?.rps)}${target.key.startsWith('nova') ? x(f.json?.rps, bare?.json?.rps) : ''}`,
       `${k(f.stream?.rps)}${target.key.startsWith('nova') ? x(f.stream?.rps, bare?.stream?.rps) : ''}`,
+      f.json?.cpu_us_per_request !== undefined ? `${f.json.cpu_us_per_request}, ${f.stream?.cpu_us_per_request ?? '–'}` : '–',
       f.one_connection ? `${f.one_connection.p50_ms.toFixed(2)} ms` : '–',
     ]);
   }

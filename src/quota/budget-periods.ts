@@ -8,7 +8,16 @@ export interface BudgetPeriods {
   monthEndMs: number;
 }
 
+const DAY_MS = 86_400_000;
+/** The last answer: every admission asks, and the UTC day rarely changes between two asks. */
+let last: BudgetPeriods | null = null;
+
 export function budgetPeriodsAt(ms: number): BudgetPeriods {
+  if (last === null || ms < last.dayEndMs - DAY_MS || ms >= last.dayEndMs) last = computePeriods(ms);
+  return last;
+}
+
+function computePeriods(ms: number): BudgetPeriods {
   const at = new Date(ms);
   const iso = at.toISOString();
   const [year, month, date] = [at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate()];

@@ -100,9 +100,10 @@ export class BufferedUsageMeter implements UsageMeter {
   }
 
   /**
-   * Admission counts a request before its route knows the model: under the model dimension
-   * the count moves from "no model" to the model at the first report that names one, at the
-   * admission's time, so every bucket's group sum stays equal to its ungrouped total.
+   * Admission counts a request under the model its body names when that model is configured (the
+   * common case: nothing to move). Otherwise it counts it before its route knows the model: under
+   * the model dimension the count moves from "no model" to the model at the first report that
+   * names one, at the admission's time, so every bucket's group sum stays equal to its ungrouped total.
    */
   private attribute(request: OpenRequest | undefined, event: UsageEvent): UsageEvent[] {
     if (!request || request.modelled || event.model === null) return [];
@@ -130,7 +131,12 @@ export class BufferedUsageMeter implements UsageMeter {
   private accept(usage: UsageRecord): OpenRequest | undefined | false {
     const request = `${usage.projectId}:${usage.requestId}`;
     if (usage.part === 'request') {
-      const opened: OpenRequest = { atMs: usage.atMs ?? this.now(), apiKeyId: usage.apiKeyId ?? null, parts: new Set(), modelled: false };
+      const opened: OpenRequest = {
+        atMs: usage.atMs ?? this.now(),
+        apiKeyId: usage.apiKeyId ?? null,
+        parts: new Set(),
+        modelled: usage.model !== undefined && usage.model !== null,
+      };
       this.open.delete(request);
       this.open.set(request, opened);
       if (this.open.size > RECENT_IDS) this.open.delete(this.open.keys().next().value!);

@@ -20,7 +20,9 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
   const { projectId, keyId } = request.principal!;
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
   const routeUrl = request.routeOptions.url;
+  let model: string | null = null;
   if (routeKindOf(request.method, routeUrl) === 'model') {
+    model = configuredModelOf(ctx, request.body);
     const charge = ctx.charges.of(routeUrl, request.body);
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
@@ -45,7 +47,13 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
       );
     }
   }
-  ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, requests: 1, part: 'request' });
+  ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, requests: 1, part: 'request', model });
+}
+
+/** The model a JSON body names, when it is one of ours (a client's unknown name is not a usage group). */
+function configuredModelOf(ctx: AppContext, body: unknown): string | null {
+  const named = body !== null && typeof body === 'object' ? (body as { model?: unknown }).model : undefined;
+  return typeof named === 'string' && ctx.models.get(named) !== undefined ? named : null;
 }
 
 /** The 429 of a refused model request: it names the limit that refused (code and message). */

@@ -1,4 +1,4 @@
-import { Transform, type TransformCallback } from 'node:stream';
+import { Readable } from 'node:stream';
 import { QUOTE } from '../json-codes.js';
 import { findKey, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
@@ -73,8 +73,13 @@ function emptyChoice(choice: unknown): boolean {
  * the one event that carries it), `model` (rewritten in place to the public id when it differs),
  * output keys (counted, so an early end can still be metered) and the terminal marker. An event
  * is re-serialised in one case: a usage chunk the client did not ask for that also carries output.
+ *
+ * It is a Readable fed from the upstream body's 'data' events (relayFrom), not a Transform piped
+ * to: each chunk goes from the upstream socket to the client socket through one stream instead
+ * of two, which is most of a relayed chunk's cost. The upstream is paused while the client reads
+ * slower than it writes.
  */
-export class SseRelay extends Transform {
+export class SseRelay extends Readable {
   usage: TokenUsage | null = null;
   outputEvents = 0;
   /** The stream's terminal event passed (`[DONE]`, `response.completed`, …). */
@@ -84,21 +89,36 @@ export class SseRelay extends Transform {
   private stopped = false;
   private started = false;
   private tokenSeen = false;
+  private finishing = false;
+  private source: Readable | null = null;
 
   constructor(private readonly options: SseRelayOptions) {
     super();
   }
 
+  /** Relays `source` (an upstream body) until it ends. */
+  relayFrom(source: Readable): void {
+    this.source = source;
+    source.on('data', (chunk: Buffer) => this.accept(chunk));
+    source.once('end', () => this.finish());
+  }
+
+  override _read(): void {
+    // The client took what was pushed: the upstream may go on.
+    if (this.source?.isPaused()) this.source.resume();
+  }
+
   /** Drops a partial event and writes `event` as the last one; later input is ignored. */
   endWith(event: string): void {
     this.stop();
-    if (this.writableEnded) return;
+    if (this.finishing) return;
     this.push(Buffer.from(event));
-    this.end();
+    this.finish();
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    if (this.stopped) return callback();
+  /** Takes the next bytes of the upstream stream. */
+  accept(chunk: Buffer): void {
+    if (this.stopped) return;
     let buf = chunk;
     if (this.pending.length > 0) {
       // Only the new bytes (and the last three of the old) can complete the pending event, so a
@@ -107,17 +127,19 @@ export class SseRelay extends Transform {
       const seam = Buffer.concat([last.subarray(Math.max(0, last.length - 3)), chunk]);
       if (seam.indexOf(BLANK_LF) === -1 && seam.indexOf(BLANK_CRLF) === -1) {
         this.hold(chunk);
-        return callback();
+        return;
       }
       buf = Buffer.concat([...this.pending, chunk]);
       this.pending = [];
       this.pendingBytes = 0;
     }
     this.relay(buf);
-    callback();
   }
 
-  override _flush(callback: TransformCallback): void {
+  /** The upstream stream ended: the rest is relayed, `beforeEnd` runs, then the stream ends. */
+  finish(): void {
+    if (this.finishing) return;
+    this.finishing = true;
     if (!this.stopped && this.pending.length > 0) {
       const rest = Buffer.concat(this.pending);
       this.pending = [];
@@ -125,10 +147,13 @@ export class SseRelay extends Transform {
       if (out) this.forward(out);
     }
     const beforeEnd = this.options.beforeEnd;
-    if (!beforeEnd) return callback();
+    if (!beforeEnd) {
+      this.push(null);
+      return;
+    }
     beforeEnd().then(
-      () => callback(),
-      () => callback(),
+      () => this.push(null),
+      () => this.push(null),
     );
   }
 
@@ -178,7 +203,7 @@ export class SseRelay extends Transform {
       this.started = true;
       this.options.onFirstByte?.();
     }
-    this.push(bytes);
+    if (!this.push(bytes)) this.source?.pause();
   }
 
   /** Looks at one complete event; returns it, its rewritten form, or null to drop it. */

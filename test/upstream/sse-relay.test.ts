@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
 import { SseRelay } from '../../src/upstream/sse-relay.js';
@@ -35,8 +36,8 @@ async function relay(input: string | Buffer, options: RelayOptions) {
   relay.on('data', (data: Buffer) => out.push(data));
   const done = new Promise((resolve) => relay.on('end', resolve));
   const step = options.splitEvery ?? bytes.length;
-  for (let i = 0; i < bytes.length; i += step) relay.write(bytes.subarray(i, i + step));
-  relay.end();
+  for (let i = 0; i < bytes.length; i += step) relay.accept(bytes.subarray(i, i + step));
+  relay.finish();
   await done;
   return { relay, text: Buffer.concat(out).toString('utf8'), events };
 }
@@ -113,10 +114,28 @@ describe('SseRelay', () => {
       r.on('data', () => undefined);
       const big = `data: {"choices":[{"delta":{"content":"${'x'.repeat(5000)}"}}]}\n\n`;
       const bytes = Buffer.from(`${chunk('a')}${big}`);
-      for (let i = 0; i < bytes.length; i += splitEvery) r.write(bytes.subarray(i, i + splitEvery));
+      for (let i = 0; i < bytes.length; i += splitEvery) r.accept(bytes.subarray(i, i + splitEvery));
       await oversize;
       r.endWith('data: {"error":{}}\n\n');
     }
+  });
+
+  it('pauses the upstream while the client reads slower than it writes, and relays everything once it reads', async () => {
+    const source = new PassThrough();
+    const r = makeRelay({ hide: false });
+    r.relayFrom(source);
+    const event = chunk('x'.repeat(1000));
+    for (let i = 0; i < 100; i++) source.write(event);
+    source.end('data: [DONE]\n\n');
+    await new Promise((resolve) => setImmediate(resolve));
+    // Nobody reads the relay: past its buffer the upstream is paused, not drained into memory.
+    expect(source.isPaused()).toBe(true);
+    expect(r.readableLength).toBeLessThan(100 * event.length);
+    const out: Buffer[] = [];
+    r.on('data', (data: Buffer) => out.push(data));
+    await new Promise((resolve) => r.on('end', resolve));
+    expect(Buffer.concat(out).toString()).toBe(`${event.repeat(100)}data: [DONE]\n\n`);
+    expect(r.completed).toBe(true);
   });
 
   it('ends with an error event after a partial event was dropped', async () => {
@@ -124,7 +143,7 @@ describe('SseRelay', () => {
     const out: Buffer[] = [];
     r.on('data', (data: Buffer) => out.push(data));
     const ended = new Promise((resolve) => r.on('end', resolve));
-    r.write(Buffer.from(`${chunk('a')}data: {"id":"c1","cho`));
+    r.accept(Buffer.from(`${chunk('a')}data: {"id":"c1","cho`));
     r.endWith('data: {"error":{"code":"upstream_unavailable"}}\n\n');
     await ended;
     expect(Buffer.concat(out).toString()).toBe(`${chunk('a')}data: {"error":{"code":"upstream_unavailable"}}\n\n`);

@@ -48,11 +48,15 @@ export async function completeJson(
   ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
   call.finish({ outcome: 'completed', promptTokens, completionTokens, storageBytes, attempt, log: { conversation_id: plan.id } });
   const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;
-  return envelope(id, {
+  const answer = envelope(id, {
     ...completion,
     created: typeof completion.created === 'number' ? completion.created : Math.floor(ctx.now() / 1000),
     model: model.id,
     usage: { ...completion.usage, prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
     conversation_id: plan.id,
   });
+  // Serialised once, natively: the answer is the upstream's own open-ended object, which the
+  // route's response schema (for /openapi.json) would walk field by field to no effect.
+  reply.header('content-type', 'application/json; charset=utf-8');
+  return reply.send(JSON.stringify(answer));
 }

@@ -58,7 +58,6 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     upstreamFailure = failure;
     call.observeUpstream(attempt, failure.code);
     request.log.warn({ model: model.id, upstream: attempt.target.label, error_code: failure.code }, message);
-    upstream.unpipe(relay);
     upstream.destroy();
     relay.endWith(errorEvent(failure));
   };
@@ -85,7 +84,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
 
   const contentType = String(response.headers['content-type'] ?? '');
   if (EVENT_STREAM.test(contentType)) {
-    upstream.pipe(relay);
+    relay.relayFrom(upstream);
   } else {
     // A stream was asked for and something else came back: say so in the stream's own terms.
     breakOff(upstreamError('The model backend answered a stream request with something other than an event stream.'), 'upstream reply is not an event stream');

@@ -26,6 +26,7 @@ interface Endpoint {
 function baseOptions(commandTimeoutMs: number): RedisOptions {
   return {
     enableOfflineQueue: false,
+    enableAutoPipelining: true,
     maxRetriesPerRequest: 0,
     commandTimeout: commandTimeoutMs,
     connectTimeout: Math.max(commandTimeoutMs, 2000),
