@@ -102,7 +102,7 @@ redis:
       REDIS_URL: redisUrl,
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
-      LOG_LEVEL: process.env.ABL_LOG ?? 'info',
+      LOG_LEVEL: 'info',
     },
     // The access log stays at info (its cost is part of the figures); the lines go to /dev/null.
     'ignore',
