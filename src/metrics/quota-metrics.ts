@@ -13,6 +13,7 @@ export class QuotaMetrics {
   readonly tokensReserved: Counter<string>;
   readonly tokensSettled: Counter<string>;
   readonly inFlight: Gauge<string>;
+  private readonly inFlightByProject = new Map<string, number>();
   readonly budgetsStoreDown: Counter<'decision'>;
 
   constructor(
@@ -55,11 +56,16 @@ export class QuotaMetrics {
       labelNames: projectLabels,
       registers: [registry],
     });
+    const inFlightByProject = this.inFlightByProject;
     this.inFlight = new Gauge({
       name: 'nova_quota_requests_in_flight',
       help: 'Admitted model requests in flight on this replica.',
       labelNames: projectLabels,
       registers: [registry],
+      // Counted in a plain map per request, read when scraped.
+      collect() {
+        for (const [label, count] of inFlightByProject) this.set(projectLabel ? { project_id: label } : {}, count);
+      },
     });
     this.budgetsStoreDown = new Counter({
       name: 'nova_quota_budget_store_down_decisions_total',
@@ -76,6 +82,12 @@ export class QuotaMetrics {
 
   refused(projectId: string, limit: LimitKind): void {
     this.refusals.inc(this.projectLabel ? { limit, project_id: projectId } : { limit });
+  }
+
+  /** An admitted model request started (true) or ended (false) on this replica. */
+  requestInFlight(projectId: string, started: boolean): void {
+    const key = this.projectLabel ? projectId : '';
+    this.inFlightByProject.set(key, (this.inFlightByProject.get(key) ?? 0) + (started ? 1 : -1));
   }
 
   labels(projectId: string): Record<string, string> {

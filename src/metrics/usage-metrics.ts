@@ -13,6 +13,8 @@ export class UsageMetrics {
   readonly invalidValues: Counter<string>;
   readonly storageBytes: Gauge<string>;
   readonly buffered: Gauge;
+  /** What `buffered` reports when scraped (the usage meter's buffer). */
+  bufferedSource: (() => number) | null = null;
   readonly dropped: Counter;
   readonly flushed: Counter;
   readonly flushFailures: Counter;
@@ -64,10 +66,15 @@ export class UsageMetrics {
       labelNames: project,
       registers: [registry],
     });
+    const metrics = this;
     this.buffered = new Gauge({
       name: 'nova_usage_buffered_records',
       help: 'Usage records waiting in this replica to be written to the store (grows while Redis is unreachable).',
       registers: [registry],
+      // Read when scraped, not set on every record.
+      collect() {
+        if (metrics.bufferedSource) this.set(metrics.bufferedSource());
+      },
     });
     this.dropped = new Counter({
       name: 'nova_usage_dropped_records_total',

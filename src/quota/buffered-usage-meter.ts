@@ -54,6 +54,7 @@ export class BufferedUsageMeter implements UsageMeter {
 
   constructor(private readonly options: BufferedUsageMeterOptions) {
     this.now = options.now ?? Date.now;
+    options.metrics.bufferedSource = () => this.buffered;
   }
 
   start(): this {
@@ -92,7 +93,6 @@ export class BufferedUsageMeter implements UsageMeter {
         return;
       }
       this.buffer.push(...events);
-      metrics.buffered.set(this.buffered);
       this.count(event, cost);
     } catch (error) {
       this.options.onError?.(error, 'usage record');
@@ -196,7 +196,6 @@ export class BufferedUsageMeter implements UsageMeter {
         if (!(await this.applyEach(seq, events))) return;
       }
       this.pending = undefined;
-      metrics.buffered.set(this.buffered);
     }
   }
 

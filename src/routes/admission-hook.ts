@@ -27,15 +27,14 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now());
-    const inFlight = ctx.metrics.quota.inFlight;
-    const labels = ctx.metrics.quota.labels(projectId);
-    inFlight.inc(labels);
-    reply.raw.once('close', () => inFlight.dec(labels));
-    if (decision.reservation) {
-      const held = new QuotaReservation(ctx.admission, projectId, decision.reservation, charge);
-      request.quota = held;
-      reply.raw.once('close', () => held.responseClosed());
-    }
+    const metrics = ctx.metrics.quota;
+    metrics.requestInFlight(projectId, true);
+    const held = decision.reservation ? new QuotaReservation(ctx.admission, projectId, decision.reservation, charge) : null;
+    request.quota = held;
+    reply.raw.once('close', () => {
+      metrics.requestInFlight(projectId, false);
+      held?.responseClosed();
+    });
   } else {
     const decision = await ctx.managementLimit.admit(projectId);
     reply.headers(managementLimitHeaders(decision, window));

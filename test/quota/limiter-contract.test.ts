@@ -94,6 +94,20 @@ describe.each(QUOTA_STORE_KINDS)('limiter contract (%s)', (kind) => {
     expect(await store.quota.admit(id, s, ask(0))).toMatchObject({ allowed: true, inFlight: 1 });
   });
 
+  it('settles many requests that end together (one batch on Redis) exactly as one by one: tokens, budgets and leases', async () => {
+    const id = await project({ requests_per_minute: 1000, burst_limit: 0, tokens_per_minute: 1000, daily_tokens: 1100, max_concurrent_requests: 10 });
+    const s = settings();
+    const admitted = [];
+    for (let i = 0; i < 10; i++) admitted.push(await store.quota.admit(id, s, ask(100)));
+    expect(admitted.every((decision) => decision.allowed)).toBe(true);
+    expect(await store.quota.admit(id, s, ask(0))).toMatchObject({ allowed: false, refusedBy: 'concurrency' });
+    // All ten in the same turn, each used 10 of its 100: 900 tokens and ten slots come back.
+    await Promise.all(admitted.map((decision) => store.quota.settle(id, s, decision.reservation!, { tokens: 10, cost: 0 })));
+    expect(await store.quota.admit(id, s, ask(901))).toMatchObject({ allowed: false, refusedBy: 'tokens', tokensRemaining: 900 });
+    const next = await store.quota.admit(id, s, ask(900));
+    expect(next).toMatchObject({ allowed: true, tokensRemaining: 0, inFlight: 1 });
+  });
+
   it('reserves budgets per UTC period, refuses a spent one, settles to the real usage, and starts again with the next period', async () => {
     const id = await project({ requests_per_minute: 1000, burst_limit: 0, daily_tokens: 100, monthly_cost: 1 });
     const s = settings();

@@ -185,40 +185,45 @@ return {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7
 
 /**
  * KEYS: sub-window hash, leases, budget hash.
- * ARGV: window ms, sub-windows N, slot, rate tokens charged (-1: none), day tokens charged,
- * month tokens charged, cost charged (-1: none), tokens used, cost used, day, month, request id,
- * lease taken (1/0).
- * The charge becomes the real usage where it still counts: in its sub-window while that is in the
+ * ARGV: window ms, sub-windows N, then per settlement (SETTLE_FIELDS values): slot, rate tokens
+ * charged (-1: none), day tokens charged, month tokens charged, cost charged (-1: none), tokens
+ * used, cost used, day, month, request id, lease taken (1/0). One call settles the requests of one
+ * project that ended within the same event-loop turn.
+ * Each charge becomes the real usage where it still counts: in its sub-window while that is in the
  * window (else an excess is added to the current one), in its budget period while that is current.
  */
+export const SETTLE_FIELDS = 11;
 export const SETTLE_SCRIPT = `
 local SUB = KEYS[1]
 ${EXPIRE_SUB_WINDOWS}
-local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local usedTokens, usedCost = tonumber(ARGV[8]), tonumber(ARGV[9])
-if rateTokens >= 0 then
-  local delta = usedTokens - rateTokens
-  if slot >= low then
-    local v = num(redis.call('HGET', SUB, 't' .. slot)) + delta
-    if v < 0 then delta, v = delta - v, 0 end
-    redis.call('HSET', SUB, 't' .. slot, v)
-    ts = ts + delta
-  elseif delta > 0 then
-    redis.call('HINCRBY', SUB, 't' .. cur, delta)
-    ts = ts + delta
+local b = nil
+for o = 3, #ARGV, ${SETTLE_FIELDS} do
+  local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local usedTokens, usedCost = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  if rateTokens >= 0 then
+    local delta = usedTokens - rateTokens
+    if slot >= low then
+      local v = num(redis.call('HGET', SUB, 't' .. slot)) + delta
+      if v < 0 then delta, v = delta - v, 0 end
+      redis.call('HSET', SUB, 't' .. slot, v)
+      ts = ts + delta
+    elseif delta > 0 then
+      redis.call('HINCRBY', SUB, 't' .. cur, delta)
+      ts = ts + delta
+    end
+    if ts < 0 then ts = 0 end
   end
-  if ts < 0 then ts = 0 end
+  if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
+    b = b or redis.call('HMGET', KEYS[3], 'day', 'month')
+    if dayTokens >= 0 and b[1] == ARGV[o + 7] then redis.call('HINCRBY', KEYS[3], 'dt', usedTokens - dayTokens) end
+    if monthTokens >= 0 and b[2] == ARGV[o + 8] then redis.call('HINCRBY', KEYS[3], 'mt', usedTokens - monthTokens) end
+    if costCharged >= 0 and b[2] == ARGV[o + 8] then
+      redis.call('HINCRBYFLOAT', KEYS[3], 'mc', string.format('%.17g', usedCost - costCharged))
+    end
+  end
+  if ARGV[o + 10] == '1' then redis.call('ZREM', KEYS[2], ARGV[o + 9]) end
 end
 saveSub()
-if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
-  local b = redis.call('HMGET', KEYS[3], 'day', 'month')
-  if dayTokens >= 0 and b[1] == ARGV[10] then redis.call('HINCRBY', KEYS[3], 'dt', usedTokens - dayTokens) end
-  if monthTokens >= 0 and b[2] == ARGV[11] then redis.call('HINCRBY', KEYS[3], 'mt', usedTokens - monthTokens) end
-  if costCharged >= 0 and b[2] == ARGV[11] then
-    redis.call('HINCRBYFLOAT', KEYS[3], 'mc', string.format('%.17g', usedCost - costCharged))
-  end
-end
-if ARGV[13] == '1' then redis.call('ZREM', KEYS[2], ARGV[12]) end
 return 1
 `;
 

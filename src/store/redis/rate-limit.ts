@@ -1,7 +1,7 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import type { RedisClient } from './connect.js';
-import { ADMIT_SCRIPT, RENEW_SCRIPT, SETTLE_SCRIPT } from './admission-script.js';
+import { ADMIT_SCRIPT, RENEW_SCRIPT, SETTLE_FIELDS, SETTLE_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
@@ -12,10 +12,14 @@ type Scripted = RedisClient & {
 };
 
 const optional = (value: string | number) => (value === '' ? null : Number(value));
+/** Most settlements in one script call (each adds SETTLE_FIELDS arguments). */
+const MAX_SETTLEMENTS = 256;
 
 /** Admission, settlement and lease renewal of every limit in one round trip each (src/store/redis/admission-script.ts). */
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
+  /** Settlements waiting for the end of the event-loop turn, by project. */
+  private readonly settling = new Map<string, { args: (string | number)[]; written: Promise<void> }>();
 
   constructor(
     redis: RedisClient,
@@ -92,7 +96,38 @@ export class RedisQuotaStore implements QuotaStore {
     };
   }
 
-  async settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
+  /**
+   * Settlements are batched: those of one project that end within the same event-loop turn go in
+   * one script call (at most MAX_SETTLEMENTS), written once the turn is over. Every caller gets the
+   * batch's outcome.
+   */
+  settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
+    let batch = this.settling.get(projectId);
+    if (!batch) {
+      const args: (string | number)[] = [];
+      const written = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.writeSettlements(projectId, settings, args));
+      batch = { args, written };
+      this.settling.set(projectId, batch);
+    }
+    batch.args.push(
+      reservation.slot,
+      reservation.rateTokens ?? -1,
+      reservation.dayTokens ?? -1,
+      reservation.monthTokens ?? -1,
+      reservation.monthCost ?? -1,
+      used.tokens,
+      used.cost,
+      reservation.day,
+      reservation.month,
+      reservation.id,
+      reservation.lease ? 1 : 0,
+    );
+    if (batch.args.length >= MAX_SETTLEMENTS * SETTLE_FIELDS) this.settling.delete(projectId);
+    return batch.written;
+  }
+
+  private async writeSettlements(projectId: string, settings: AdmissionSettings, settlements: (string | number)[]): Promise<void> {
+    if (this.settling.get(projectId)?.args === settlements) this.settling.delete(projectId);
     const k = this.keys;
     await guard(
       this.redis.novaSettle(
@@ -101,17 +136,7 @@ export class RedisQuotaStore implements QuotaStore {
         k.budgets(projectId),
         Math.round(settings.windowMs),
         settings.subWindows,
-        reservation.slot,
-        reservation.rateTokens ?? -1,
-        reservation.dayTokens ?? -1,
-        reservation.monthTokens ?? -1,
-        reservation.monthCost ?? -1,
-        used.tokens,
-        used.cost,
-        reservation.day,
-        reservation.month,
-        reservation.id,
-        reservation.lease ? 1 : 0,
+        ...settlements,
       ),
     );
   }
