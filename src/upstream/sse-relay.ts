@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { QUOTE } from '../json-codes.js';
 import { findKey, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
@@ -18,12 +18,14 @@ export interface SseRelayOptions {
   hideUsage: boolean;
   /** The public model id as a JSON string literal: every event's `model` is rewritten to it. */
   publicModel: Buffer | null;
-  /** Largest event accepted; a larger one stops the relay and emits 'oversize'. */
+  /** Largest event accepted; a larger one stops the relay and calls onOversize. */
   maxEventBytes: number;
   /** Sees every complete event as it passes (conversation capture). */
   onEvent?: (event: Buffer) => void;
   onFirstByte?: () => void;
   onFirstToken?: () => void;
+  /** An event passed `maxEventBytes`: the relay stopped; the owner ends the stream (endWith). */
+  onOversize?: () => void;
   /** Runs after the last event passed through and before the response ends (stores the conversation). */
   beforeEnd?: () => Promise<void>;
 }
@@ -74,12 +76,11 @@ function emptyChoice(choice: unknown): boolean {
  * output keys (counted, so an early end can still be metered) and the terminal marker. An event
  * is re-serialised in one case: a usage chunk the client did not ask for that also carries output.
  *
- * It is a Readable fed from the upstream body's 'data' events (relayFrom), not a Transform piped
- * to: each chunk goes from the upstream socket to the client socket through one stream instead
- * of two, which is most of a relayed chunk's cost. The upstream is paused while the client reads
- * slower than it writes.
+ * It reads the upstream body's 'data' events and writes to the sink (the client's response)
+ * itself: no stream sits between the two sockets, since each layer costs every chunk as much as
+ * the relaying does. The upstream is paused while the client reads slower than it writes.
  */
-export class SseRelay extends Readable {
+export class SseRelay {
   usage: TokenUsage | null = null;
   outputEvents = 0;
   /** The stream's terminal event passed (`[DONE]`, `response.completed`, …). */
@@ -90,11 +91,13 @@ export class SseRelay extends Readable {
   private started = false;
   private tokenSeen = false;
   private finishing = false;
+  private waitingForDrain = false;
   private source: Readable | null = null;
 
-  constructor(private readonly options: SseRelayOptions) {
-    super();
-  }
+  constructor(
+    private readonly options: SseRelayOptions,
+    private readonly sink: Writable,
+  ) {}
 
   /** Relays `source` (an upstream body) until it ends. */
   relayFrom(source: Readable): void {
@@ -103,16 +106,11 @@ export class SseRelay extends Readable {
     source.once('end', () => this.finish());
   }
 
-  override _read(): void {
-    // The client took what was pushed: the upstream may go on.
-    if (this.source?.isPaused()) this.source.resume();
-  }
-
   /** Drops a partial event and writes `event` as the last one; later input is ignored. */
   endWith(event: string): void {
     this.stop();
     if (this.finishing) return;
-    this.push(Buffer.from(event));
+    this.sink.write(event);
     this.finish();
   }
 
@@ -146,15 +144,10 @@ export class SseRelay extends Readable {
       const out = this.inspect(rest);
       if (out) this.forward(out);
     }
+    const end = () => void this.sink.end();
     const beforeEnd = this.options.beforeEnd;
-    if (!beforeEnd) {
-      this.push(null);
-      return;
-    }
-    beforeEnd().then(
-      () => this.push(null),
-      () => this.push(null),
-    );
+    if (!beforeEnd) return end();
+    beforeEnd().then(end, end);
   }
 
   private relay(buf: Buffer): void {
@@ -195,7 +188,7 @@ export class SseRelay extends Readable {
   private oversize(): void {
     this.stop();
     // The owner answers with an error event and closes the upstream; not from inside _transform.
-    queueMicrotask(() => this.emit('oversize'));
+    queueMicrotask(() => this.options.onOversize?.());
   }
 
   private forward(bytes: Buffer): void {
@@ -203,7 +196,14 @@ export class SseRelay extends Readable {
       this.started = true;
       this.options.onFirstByte?.();
     }
-    if (!this.push(bytes)) this.source?.pause();
+    if (this.sink.write(bytes) || this.waitingForDrain || !this.source) return;
+    // The client reads slower than the upstream writes: the upstream waits.
+    this.waitingForDrain = true;
+    this.source.pause();
+    this.sink.once('drain', () => {
+      this.waitingForDrain = false;
+      this.source?.resume();
+    });
   }
 
   /** Looks at one complete event; returns it, its rewritten form, or null to drop it. */

@@ -17,24 +17,31 @@ interface RelayOptions {
   maxEventBytes?: number;
 }
 
-function makeRelay(options: RelayOptions, events: Buffer[] = []) {
-  return new SseRelay({
-    operation: OPERATIONS[options.operation ?? 'chat'],
-    hideUsage: options.hide,
-    publicModel: options.publicModel === undefined ? null : Buffer.from(JSON.stringify(options.publicModel)),
-    maxEventBytes: options.maxEventBytes ?? 1024 * 1024,
-    onEvent: (event) => events.push(Buffer.from(event)),
-  });
+/** A relay writing into a PassThrough the test reads (the client's response in production). */
+function makeRelay(options: RelayOptions & { onOversize?: () => void }, events: Buffer[] = []) {
+  const sink = new PassThrough();
+  const relay = new SseRelay(
+    {
+      operation: OPERATIONS[options.operation ?? 'chat'],
+      hideUsage: options.hide,
+      publicModel: options.publicModel === undefined ? null : Buffer.from(JSON.stringify(options.publicModel)),
+      maxEventBytes: options.maxEventBytes ?? 1024 * 1024,
+      onEvent: (event) => events.push(Buffer.from(event)),
+      onOversize: options.onOversize,
+    },
+    sink,
+  );
+  return { relay, sink };
 }
 
 async function relay(input: string | Buffer, options: RelayOptions) {
   const events: Buffer[] = [];
-  const relay = makeRelay(options, events);
+  const { relay, sink } = makeRelay(options, events);
   let bytes = Buffer.isBuffer(input) ? input : Buffer.from(input);
   if (options.crlf) bytes = Buffer.from(bytes.toString('utf8').replace(/\n/g, '\r\n'));
   const out: Buffer[] = [];
-  relay.on('data', (data: Buffer) => out.push(data));
-  const done = new Promise((resolve) => relay.on('end', resolve));
+  sink.on('data', (data: Buffer) => out.push(data));
+  const done = new Promise((resolve) => sink.on('end', resolve));
   const step = options.splitEvery ?? bytes.length;
   for (let i = 0; i < bytes.length; i += step) relay.accept(bytes.subarray(i, i + step));
   relay.finish();
@@ -109,9 +116,10 @@ describe('SseRelay', () => {
 
   it('stops at an event larger than the limit, whether it arrives whole or in pieces', async () => {
     for (const splitEvery of [100, 1 << 20]) {
-      const r = makeRelay({ hide: false, maxEventBytes: 2048 });
-      const oversize = new Promise<void>((resolve) => r.once('oversize', resolve));
-      r.on('data', () => undefined);
+      let oversized: () => void = () => {};
+      const oversize = new Promise<void>((resolve) => (oversized = resolve));
+      const { relay: r, sink } = makeRelay({ hide: false, maxEventBytes: 2048, onOversize: () => oversized() });
+      sink.on('data', () => undefined);
       const big = `data: {"choices":[{"delta":{"content":"${'x'.repeat(5000)}"}}]}\n\n`;
       const bytes = Buffer.from(`${chunk('a')}${big}`);
       for (let i = 0; i < bytes.length; i += splitEvery) r.accept(bytes.subarray(i, i + splitEvery));
@@ -122,7 +130,7 @@ describe('SseRelay', () => {
 
   it('pauses the upstream while the client reads slower than it writes, and relays everything once it reads', async () => {
     const source = new PassThrough();
-    const r = makeRelay({ hide: false });
+    const { relay: r, sink } = makeRelay({ hide: false });
     r.relayFrom(source);
     const event = chunk('x'.repeat(1000));
     for (let i = 0; i < 100; i++) source.write(event);
@@ -130,19 +138,19 @@ describe('SseRelay', () => {
     await new Promise((resolve) => setImmediate(resolve));
     // Nobody reads the relay: past its buffer the upstream is paused, not drained into memory.
     expect(source.isPaused()).toBe(true);
-    expect(r.readableLength).toBeLessThan(100 * event.length);
+    expect(sink.writableLength + sink.readableLength).toBeLessThan(100 * event.length);
     const out: Buffer[] = [];
-    r.on('data', (data: Buffer) => out.push(data));
-    await new Promise((resolve) => r.on('end', resolve));
+    sink.on('data', (data: Buffer) => out.push(data));
+    await new Promise((resolve) => sink.on('end', resolve));
     expect(Buffer.concat(out).toString()).toBe(`${event.repeat(100)}data: [DONE]\n\n`);
     expect(r.completed).toBe(true);
   });
 
   it('ends with an error event after a partial event was dropped', async () => {
-    const r = makeRelay({ hide: true });
+    const { relay: r, sink } = makeRelay({ hide: true });
     const out: Buffer[] = [];
-    r.on('data', (data: Buffer) => out.push(data));
-    const ended = new Promise((resolve) => r.on('end', resolve));
+    sink.on('data', (data: Buffer) => out.push(data));
+    const ended = new Promise((resolve) => sink.on('end', resolve));
     r.accept(Buffer.from(`${chunk('a')}data: {"id":"c1","cho`));
     r.endWith('data: {"error":{"code":"upstream_unavailable"}}\n\n');
     await ended;

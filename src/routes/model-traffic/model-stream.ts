@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import { upstreamError, type ApiError } from '../../http/errors.js';
 import { SseRelay } from '../../upstream/sse-relay.js';
 import type { Attempt, UpstreamResponse } from '../../upstream/upstream-call.js';
@@ -24,7 +25,9 @@ export interface StreamOptions {
 /**
  * Relays an upstream event stream to the client (SseRelay): target selection and fallback happened
  * before the first byte; after it the events pass through as they arrive and the response ends with
- * them. The client going away aborts the upstream request; what was delivered by then is metered.
+ * them. The relay writes to the response itself (the reply is hijacked after its headers, which
+ * keeps the access log and metrics, run when the response ends). The client going away aborts the
+ * upstream request; what was delivered by then is metered.
  */
 export function relayStream(call: ModelCall, { response, attempt }: { response: UpstreamResponse; attempt: Attempt }, options: StreamOptions): unknown {
   const { ctx, request, reply, model } = call;
@@ -37,22 +40,6 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     completionTokens: relay.usage?.completion_tokens ?? relay.outputEvents,
   });
 
-  const relay: SseRelay = new SseRelay({
-    operation: call.operation,
-    hideUsage: options.hideUsage,
-    publicModel: call.model.idJson,
-    maxEventBytes: ctx.config.upstream.max_sse_event_bytes,
-    onEvent: options.onEvent,
-    onFirstByte: () => traffic.timeToFirstByte.observe({ ...labels, stream: 'true' }, reply.elapsedTime / 1000),
-    onFirstToken: () => traffic.timeToFirstToken.observe(labels, reply.elapsedTime / 1000),
-    beforeEnd: async () => {
-      ended = true;
-      const complete = upstreamFailure === null && relay.completed;
-      const storageBytes = complete && options.onComplete ? options.onComplete() : 0;
-      call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), ...usageOf(), storageBytes, attempt });
-    },
-  });
-
   const upstream = response.body;
   const breakOff = (failure: ApiError, message: string) => {
     upstreamFailure = failure;
@@ -61,19 +48,37 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     upstream.destroy();
     relay.endWith(errorEvent(failure));
   };
+  const relay: SseRelay = new SseRelay(
+    {
+      operation: call.operation,
+      hideUsage: options.hideUsage,
+      publicModel: call.model.idJson,
+      maxEventBytes: ctx.config.upstream.max_sse_event_bytes,
+      onEvent: options.onEvent,
+      onFirstByte: () => traffic.timeToFirstByte.observe({ ...labels, stream: 'true' }, reply.elapsedTime / 1000),
+      onFirstToken: () => traffic.timeToFirstToken.observe(labels, reply.elapsedTime / 1000),
+      onOversize: () =>
+        breakOff(
+          upstreamError(`The model backend sent a stream event larger than the gateway accepts (${ctx.config.upstream.max_sse_event_bytes} bytes).`),
+          'upstream stream event too large',
+        ),
+      beforeEnd: async () => {
+        ended = true;
+        const complete = upstreamFailure === null && relay.completed;
+        const storageBytes = complete && options.onComplete ? options.onComplete() : 0;
+        call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), ...usageOf(), storageBytes, attempt });
+      },
+    },
+    reply.raw,
+  );
+
   upstream.once('end', () => call.observeUpstream(attempt, String(response.status)));
   upstream.once('error', (error) => {
     if (call.controller.signal.aborted || upstreamFailure) return;
     breakOff(mapUpstreamFailure(error), 'upstream stream broke off');
   });
-  relay.once('oversize', () =>
-    breakOff(
-      upstreamError(`The model backend sent a stream event larger than the gateway accepts (${ctx.config.upstream.max_sse_event_bytes} bytes).`),
-      'upstream stream event too large',
-    ),
-  );
   traffic.activeStreams.inc();
-  relay.once('close', () => {
+  reply.raw.once('close', () => {
     traffic.activeStreams.dec();
     if (ended) return;
     // The client went away (or the response failed) before the stream ended.
@@ -82,6 +87,13 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     call.finish({ outcome: 'client_closed', ...usageOf(), storageBytes: 0, attempt });
   });
 
+  reply.header('content-type', 'text/event-stream; charset=utf-8');
+  reply.header('cache-control', 'no-cache');
+  reply.header('x-accel-buffering', 'no');
+  if (options.headers) reply.headers(options.headers);
+  reply.hijack();
+  reply.raw.writeHead(200, reply.getHeaders() as OutgoingHttpHeaders);
+
   const contentType = String(response.headers['content-type'] ?? '');
   if (EVENT_STREAM.test(contentType)) {
     relay.relayFrom(upstream);
@@ -89,10 +101,5 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     // A stream was asked for and something else came back: say so in the stream's own terms.
     breakOff(upstreamError('The model backend answered a stream request with something other than an event stream.'), 'upstream reply is not an event stream');
   }
-
-  reply.header('content-type', 'text/event-stream; charset=utf-8');
-  reply.header('cache-control', 'no-cache');
-  reply.header('x-accel-buffering', 'no');
-  if (options.headers) reply.headers(options.headers);
-  return reply.send(relay);
+  return reply;
 }
