@@ -135,15 +135,20 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installAccessLog(app);
   if (deps.serveMetrics) metricsRoute(app, metrics.registry);
 
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     ctx.lifecycle.inFlight++;
     // 'close' fires for finished and for aborted responses alike.
     reply.raw.once('close', () => ctx.lifecycle.inFlight--);
     if (ctx.lifecycle.draining && !request.url.startsWith('/livez') && !request.url.startsWith('/readyz')) {
-      throw shuttingDown();
+      return done(shuttingDown());
     }
-    refuseRepeatedAuthorization(request.raw.rawHeaders);
+    try {
+      refuseRepeatedAuthorization(request.raw.rawHeaders);
+    } catch (error) {
+      return done(error as Error);
+    }
+    done();
   });
 
   await app.register(swagger, {

@@ -16,7 +16,8 @@ declare module 'fastify' {
 export function installAccessLog(app: FastifyInstance): void {
   app.decorateRequest('logFields', null);
   app.decorateRequest('accessLogged', false);
-  app.addHook('onResponse', async (request, reply) => {
+  // Callback hooks: an async one costs every request a promise and a microtask for nothing.
+  app.addHook('onResponse', (request, reply, done) => {
     request.accessLogged = true;
     request.log.info(
       {
@@ -30,6 +31,7 @@ export function installAccessLog(app: FastifyInstance): void {
       },
       'request completed',
     );
+    done();
   });
 }
 

@@ -26,7 +26,7 @@ export class HttpMetrics {
 
   /** Registers the onResponse hook that observes every response of the app. */
   install(app: FastifyInstance): void {
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       const labels = {
         method: request.method,
         route: request.routeOptions.url ?? 'unmatched',
@@ -34,6 +34,7 @@ export class HttpMetrics {
       };
       this.requests.inc(labels);
       this.duration.observe(labels, reply.elapsedTime / 1000);
+      done();
     });
   }
 }
