@@ -13,8 +13,12 @@ export class UsageMetrics {
   readonly invalidValues: Counter<string>;
   readonly storageBytes: Gauge<string>;
   readonly buffered: Gauge;
-  /** What `buffered` reports when scraped (the usage meter's buffer). */
-  bufferedSource: (() => number) | null = null;
+  /** What `buffered` reports when scraped (the usage meter's buffer, see watchBuffered). */
+  private readonly bufferedSource: { read: (() => number) | null } = { read: null };
+
+  watchBuffered(read: () => number): void {
+    this.bufferedSource.read = read;
+  }
   readonly dropped: Counter;
   readonly flushed: Counter;
   readonly flushFailures: Counter;
@@ -66,14 +70,14 @@ export class UsageMetrics {
       labelNames: project,
       registers: [registry],
     });
-    const metrics = this;
+    const bufferedSource = this.bufferedSource;
     this.buffered = new Gauge({
       name: 'nova_usage_buffered_records',
       help: 'Usage records waiting in this replica to be written to the store (grows while Redis is unreachable).',
       registers: [registry],
       // Read when scraped, not set on every record.
       collect() {
-        if (metrics.bufferedSource) this.set(metrics.bufferedSource());
+        if (bufferedSource.read) this.set(bufferedSource.read());
       },
     });
     this.dropped = new Counter({

@@ -54,7 +54,7 @@ export class BufferedUsageMeter implements UsageMeter {
 
   constructor(private readonly options: BufferedUsageMeterOptions) {
     this.now = options.now ?? Date.now;
-    options.metrics.bufferedSource = () => this.buffered;
+    options.metrics.watchBuffered(() => this.buffered);
   }
 
   start(): this {
