@@ -10,9 +10,12 @@
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
  *
- * Env: BENCH_SECONDS (10 per measure), BENCH_CONNECTIONS (32), BENCH_HELD_STREAMS (10000, fewer
- * when the open-file limit cannot hold two sockets per stream), BENCH_TARGETS (comma list of keys
- * below), BENCH_MODES (json,stream), BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results).
+ * Env: BENCH_SECONDS (10 per measure), BENCH_WARM_UP_SECONDS (3), BENCH_CONNECTIONS (32),
+ * BENCH_HELD_STREAMS (10000, fewer when the open-file limit cannot hold two sockets per stream),
+ * BENCH_HELD_INTERVAL_MS (1000) and BENCH_HELD_EVENTS (20): a held stream's pace and length,
+ * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_MODES (json,stream),
+ * BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results),
+ * BENCH_RESULTS (directory of the JSON, default bench/results).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -27,6 +30,9 @@ import { freePort, RedisProcess } from '../test/support/redis-server.js';
 
 const ROOT = new URL('../', import.meta.url).pathname;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 3);
+/** The gateway is compiled here, not into dist/ (which `npm start` and its test own). */
+const BUILD_DIR = 'bench/.build';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'throughput,latency,held').split(','));
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
@@ -94,7 +100,7 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, process.execPath, ...profile, 'dist/src/server.js'],
+    [...underTest, process.execPath, ...profile, `${BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -176,7 +182,7 @@ async function main() {
   if (spawnSync('wrk', ['-v']).error) throw new Error('wrk is not installed (apt-get install wrk)');
   if (pinned) execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
   else console.log(hasTaskset ? 'one CPU only: running unpinned' : 'taskset is not installed: running unpinned');
-  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', BUILD_DIR], { cwd: ROOT, stdio: 'inherit' });
 
   const redis = await RedisProcess.start();
   const upstreamChild = launch([process.execPath, '--import', 'tsx', 'bench/upstream-server.ts']);
@@ -222,14 +228,14 @@ async function main() {
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, pinned },
     method: {
       seconds: SECONDS,
-      warm_up_seconds: 3,
+      warm_up_seconds: WARM_UP_SECONDS,
       connections: CONNECTIONS,
       load_generator: 'wrk -t1',
       pinning: pinned ? 'proxy under test: taskset -c 1; wrk, upstream, Redis, this process: core 0' : 'unpinned',
       upstream: 'bench/upstream-server.ts: 16 completion tokens; streams are 16 content events, finish, usage, [DONE]',
     },
   };
-  const figures: Record<string, { json?: Measured; stream?: Measured; one_connection?: WrkResult }> = {};
+  const figures: Record<string, { json?: Measured; stream?: Measured; one_connection?: Measured }> = {};
   for (const target of targets) {
     const figure: (typeof figures)[string] = (figures[target.key] = {});
     const runs: Array<['json' | 'stream', WrkRequest]> = target.get
@@ -241,7 +247,7 @@ async function main() {
     if (PARTS.has('throughput')) {
       for (const [mode, request] of runs) {
         if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
-        await wrk(request, { connections: CONNECTIONS, seconds: 3 });
+        await wrk(request, { connections: CONNECTIONS, seconds: WARM_UP_SECONDS });
         const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
         const measured = await wrk(request, { connections: CONNECTIONS, seconds: SECONDS });
         figure[mode] = target.pid
@@ -252,8 +258,12 @@ async function main() {
       }
     }
     if (PARTS.has('latency') && !target.get) {
-      await wrk(runs[0]![1], { connections: 1, seconds: 2 });
-      figure.one_connection = await wrk(runs[0]![1], { connections: 1, seconds: Math.max(3, SECONDS / 2) });
+      await wrk(runs[0]![1], { connections: 1, seconds: WARM_UP_SECONDS });
+      const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
+      const measured = await wrk(runs[0]![1], { connections: 1, seconds: Math.max(1, Math.round(SECONDS / 2)) });
+      figure.one_connection = target.pid
+        ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
+        : measured;
       console.log(`${target.name}: 1 connection ${JSON.stringify(figure.one_connection)}`);
     }
   }
@@ -267,7 +277,7 @@ async function main() {
       probe: { gateway: { url: `${gateway.url}/v1/chat/completions`, headers: auth }, direct: { url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions` } },
       pid: gateway.child.pid!,
       streams,
-      probes: 200,
+      probes: Number(process.env.BENCH_PROBES ?? 200),
     });
     results.open_file_limit = openFileLimit();
     console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
@@ -304,8 +314,9 @@ async function main() {
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
 
-  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-  const file = join(ROOT, 'bench/results', `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  const resultsDir = process.env.BENCH_RESULTS ?? join(ROOT, 'bench/results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`written: ${file}`);
   if (failures > 0) {

@@ -1,0 +1,64 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const run = promisify(execFile);
+
+interface Figure {
+  rps: number;
+  requests: number;
+  errors: number;
+  cpu_us_per_request?: number;
+}
+
+/**
+ * `npm run bench` end to end in miniature (every target, part and mode, one-second measures,
+ * 200 short held streams), so the harness cannot rot between the runs that produce the README's
+ * figures. It checks that every measure ran without a failed request and that the summary is
+ * computed from them; it asserts no speed (figures belong to the benchmark, not to a test).
+ */
+describe('npm run bench (smoke)', () => {
+  it('measures every target with wrk, holds streams through the gateway and writes one JSON', { timeout: 240_000 }, async () => {
+    const results = mkdtempSync(join(tmpdir(), 'nova-bench-smoke-'));
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        BENCH_SECONDS: '1',
+        BENCH_WARM_UP_SECONDS: '1',
+        BENCH_CONNECTIONS: '4',
+        BENCH_HELD_STREAMS: '200',
+        BENCH_HELD_INTERVAL_MS: '50',
+        BENCH_HELD_EVENTS: '5',
+        BENCH_PROBES: '10',
+        BENCH_RESULTS: results,
+      },
+      timeout: 230_000,
+    });
+    expect(stdout).toMatch(/\| nova, every feature on +\|/);
+    const [file] = readdirSync(results);
+    const report = JSON.parse(readFileSync(join(results, file!), 'utf8')) as {
+      targets: Record<string, { json?: Figure; stream?: Figure; one_connection?: Figure }>;
+      held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number };
+      against_targets: Record<string, number | null>;
+    };
+    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
+    expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
+    for (const [key, figure] of Object.entries(report.targets)) {
+      const measures = key === 'nova_get' ? [figure.json] : [figure.json, figure.stream, figure.one_connection];
+      for (const measure of measures) {
+        expect(measure, key).toBeDefined();
+        expect(measure!.requests, key).toBeGreaterThan(0);
+        expect(measure!.errors, key).toBe(0);
+        if (key !== 'upstream') expect(measure!.cpu_us_per_request, key).toBeGreaterThan(0);
+      }
+    }
+    expect(report.held_streams).toMatchObject({ streams: 200, completed: 200, failed: 0 });
+    expect(report.held_streams.rss_peak_mb).toBeGreaterThan(0);
+    for (const value of Object.values(report.against_targets)) expect(value).not.toBeNull();
+  });
+});
