@@ -41,12 +41,16 @@ function eventEnd(buf: Buffer, from: number, hasCr: boolean): number {
 
 /** The JSON of an event's data lines (`data:` fields joined), parsed; null when it is not a JSON object. */
 export function parseEventData(event: Buffer): Record<string, unknown> | null {
-  const data = event
-    .toString('utf8')
-    .split(/\r?\n/)
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
-    .join('\n');
+  const text = event.toString('utf8').trimEnd();
+  // Nearly every event is one `data:` line: parsed as it is, without splitting.
+  const data =
+    text.startsWith('data:') && !text.includes('\n')
+      ? text.slice(text[5] === ' ' ? 6 : 5)
+      : text
+          .split(/\r?\n/)
+          .filter((line) => line.startsWith('data:'))
+          .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
+          .join('\n');
   try {
     const parsed: unknown = JSON.parse(data);
     return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
-import { SseRelay } from '../../src/upstream/sse-relay.js';
+import { parseEventData, SseRelay } from '../../src/upstream/sse-relay.js';
 
 const chunk = (content: string, extra = '', model = 'm') =>
   `data: {"id":"c1","model":"${model}","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`;
@@ -155,5 +155,16 @@ describe('SseRelay', () => {
     r.endWith('data: {"error":{"code":"upstream_unavailable"}}\n\n');
     await ended;
     expect(Buffer.concat(out).toString()).toBe(`${chunk('a')}data: {"error":{"code":"upstream_unavailable"}}\n\n`);
+  });
+});
+
+describe('parseEventData', () => {
+  it('reads one-line events, CRLF events, named events and data split over several lines alike', () => {
+    expect(parseEventData(Buffer.from('data: {"a":1}\n\n'))).toEqual({ a: 1 });
+    expect(parseEventData(Buffer.from('data:{"a":2}\r\n\r\n'))).toEqual({ a: 2 });
+    expect(parseEventData(Buffer.from('event: response.completed\ndata: {"a":3}\n\n'))).toEqual({ a: 3 });
+    expect(parseEventData(Buffer.from(': keep-alive\r\ndata: {"a":\r\ndata: [4]}\r\n\r\n'))).toEqual({ a: [4] });
+    expect(parseEventData(Buffer.from('data: [DONE]\n\n'))).toBeNull();
+    expect(parseEventData(Buffer.from('data: [1,2]\n\n'))).toBeNull();
   });
 });
