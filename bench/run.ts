@@ -10,7 +10,8 @@
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
  *
- * Env: BENCH_SECONDS (10 per measure), BENCH_WARM_UP_SECONDS (3), BENCH_CONNECTIONS (32),
+ * Env: BENCH_SECONDS (5 per measure), BENCH_ROUNDS (3: every target measured once per round, in
+ * turn, so that the machine's slow spells hit all of them; figures are medians), BENCH_WARM_UP_SECONDS (3), BENCH_CONNECTIONS (32),
  * BENCH_HELD_STREAMS (10000, fewer when the open-file limit cannot hold two sockets per stream),
  * BENCH_HELD_INTERVAL_MS (1000) and BENCH_HELD_EVENTS (20): a held stream's pace and length,
  * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_MODES (json,stream),
@@ -29,11 +30,12 @@ import { wrk, type WrkRequest, type WrkResult } from './wrk.js';
 import { freePort, RedisProcess } from '../test/support/redis-server.js';
 
 const ROOT = new URL('../', import.meta.url).pathname;
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 3);
 /** The gateway is compiled here, not into dist/ (which `npm start` and its test own). */
 const BUILD_DIR = 'bench/.build';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'throughput,latency,held').split(','));
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 const children: ChildProcess[] = [];
@@ -228,6 +230,7 @@ async function main() {
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, pinned },
     method: {
       seconds: SECONDS,
+      rounds: ROUNDS,
       warm_up_seconds: WARM_UP_SECONDS,
       connections: CONNECTIONS,
       load_generator: 'wrk -t1',
@@ -235,38 +238,54 @@ async function main() {
       upstream: 'bench/upstream-server.ts: 16 completion tokens; streams are 16 content events, finish, usage, [DONE]',
     },
   };
-  const figures: Record<string, { json?: Measured; stream?: Measured; one_connection?: Measured }> = {};
-  for (const target of targets) {
-    const figure: (typeof figures)[string] = (figures[target.key] = {});
-    const runs: Array<['json' | 'stream', WrkRequest]> = target.get
-      ? [['json', target.get]]
-      : [
-          ['json', target.chat!(false)],
-          ['stream', target.chat!(true)],
-        ];
-    if (PARTS.has('throughput')) {
-      for (const [mode, request] of runs) {
-        if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
-        await wrk(request, { connections: CONNECTIONS, seconds: WARM_UP_SECONDS });
-        const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
-        const measured = await wrk(request, { connections: CONNECTIONS, seconds: SECONDS });
-        figure[mode] = target.pid
-          ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
-          : measured;
-        console.log(`${target.name}: ${mode} ${JSON.stringify(figure[mode])}`);
-        if (figure[mode].errors > 0) await showOne(request);
+  // Rounds: every target is measured once per round, so that a slow spell of the machine hits all
+  // of them alike; a target's figure is its median round, a ratio the median of its per-round ratios.
+  type Mode = 'json' | 'stream' | 'one_connection';
+  const samples: Record<string, Partial<Record<Mode, Measured[]>>> = {};
+  const measure = async (target: Target, mode: Mode, request: WrkRequest, connections: number, seconds: number, warmUp: boolean) => {
+    if (warmUp) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
+    const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
+    const measured = await wrk(request, { connections, seconds });
+    const sample: Measured = target.pid
+      ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
+      : measured;
+    ((samples[target.key] ??= {})[mode] ??= []).push(sample);
+    console.log(`${target.name}: ${mode} ${JSON.stringify(sample)}`);
+    if (sample.errors > 0) await showOne(request);
+  };
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const target of targets) {
+      const runs: Array<['json' | 'stream', WrkRequest]> = target.get
+        ? [['json', target.get]]
+        : [
+            ['json', target.chat!(false)],
+            ['stream', target.chat!(true)],
+          ];
+      if (PARTS.has('throughput')) {
+        for (const [mode, request] of runs) {
+          if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
+          await measure(target, mode, request, CONNECTIONS, SECONDS, round === 0);
+        }
       }
-    }
-    if (PARTS.has('latency') && !target.get) {
-      await wrk(runs[0]![1], { connections: 1, seconds: WARM_UP_SECONDS });
-      const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
-      const measured = await wrk(runs[0]![1], { connections: 1, seconds: Math.max(1, Math.round(SECONDS / 2)) });
-      figure.one_connection = target.pid
-        ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
-        : measured;
-      console.log(`${target.name}: 1 connection ${JSON.stringify(figure.one_connection)}`);
+      if (PARTS.has('latency') && !target.get) await measure(target, 'one_connection', runs[0]![1], 1, Math.max(1, Math.round(SECONDS / 2)), round === 0);
     }
   }
+  const median = <T>(values: T[], by: (value: T) => number): T | undefined => [...values].sort((a, b) => by(a) - by(b))[Math.floor((values.length - 1) / 2)];
+  const figures: Record<string, Partial<Record<Mode, Measured & { rounds: number[] }>>> = {};
+  for (const [key, modes] of Object.entries(samples)) {
+    figures[key] = {};
+    for (const [mode, list] of Object.entries(modes) as Array<[Mode, Measured[]]>) {
+      const pick = mode === 'one_connection' ? median(list, (m) => m.p50_ms)! : median(list, (m) => m.rps)!;
+      figures[key]![mode] = { ...pick, rounds: list.map((m) => (mode === 'one_connection' ? m.p50_ms : m.rps)) };
+    }
+  }
+  /** The median over rounds of a's figure / b's figure in the same round. */
+  const roundRatio = (a: string, b: string, mode: 'json' | 'stream'): number | null => {
+    const x = samples[a]?.[mode];
+    const y = samples[b]?.[mode];
+    if (!x || !y || x.length !== y.length) return null;
+    return Number(median(x.map((m, i) => m.rps / y[i]!.rps), (r) => r)!.toFixed(2));
+  };
   results.targets = figures;
 
   if (PARTS.has('held')) {
@@ -283,34 +302,34 @@ async function main() {
     console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
   }
 
-  const bare = figures.bare;
   const nova = figures.nova;
-  const ratio = (a?: number, b?: number) => (a && b ? Number((a / b).toFixed(2)) : null);
   const upstreamP50 = figures.upstream?.one_connection?.p50_ms;
   results.against_targets = {
-    json_vs_bare: ratio(nova?.json?.rps, bare?.json?.rps),
-    stream_vs_bare: ratio(nova?.stream?.rps, bare?.stream?.rps),
+    json_vs_bare: roundRatio('nova', 'bare', 'json'),
+    stream_vs_bare: roundRatio('nova', 'bare', 'stream'),
     added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
-    store_true_vs_false_json: ratio(figures.nova_store?.json?.rps, nova?.json?.rps),
-    store_true_vs_false_stream: ratio(figures.nova_store?.stream?.rps, nova?.stream?.rps),
+    store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
+    store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb?: number } | undefined)?.rss_peak_mb ?? null,
     held_streams_ttfb_added_p50_ms: (results.held_streams as { ttfb_added_p50_ms?: number } | undefined)?.ttfb_added_p50_ms ?? null,
   };
 
   const k = (n?: number) => (n === undefined ? '–' : `${(n / 1000).toFixed(2)}k`);
-  const x = (n?: number, base?: number) => (n && base ? ` (${(n / base).toFixed(2)}x)` : '');
+  const x = (ratio: number | null) => (ratio === null ? '' : ` (${ratio.toFixed(2)}x)`);
   const rows = [['target', 'JSON req/s', 'stream req/s', 'CPU µs/request (JSON, stream)', 'p50 at 1 connection']];
   for (const target of targets) {
-    const f = figures[target.key]!;
+    const f = figures[target.key] ?? {};
     rows.push([
       target.name,
-      `${k(f.json?.rps)}${target.key.startsWith('nova') ? x(f.json?.rps, bare?.json?.rps) : ''}`,
-      `${k(f.stream?.rps)}${target.key.startsWith('nova') ? x(f.stream?.rps, bare?.stream?.rps) : ''}`,
+      `${k(f.json?.rps)}${target.key.startsWith('nova') ? x(roundRatio(target.key, 'bare', 'json')) : ''}`,
+      `${k(f.stream?.rps)}${target.key.startsWith('nova') ? x(roundRatio(target.key, 'bare', 'stream')) : ''}`,
       f.json?.cpu_us_per_request !== undefined ? `${f.json.cpu_us_per_request}, ${f.stream?.cpu_us_per_request ?? '–'}` : '–',
       f.one_connection ? `${f.one_connection.p50_ms.toFixed(2)} ms` : '–',
     ]);
   }
-  console.log(`\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} ${CONNECTIONS} connections, ${SECONDS} s per measure; (x) = against the bare proxy.\n`);
+  console.log(
+    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
+  );
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
 

@@ -10,6 +10,7 @@ const run = promisify(execFile);
 
 interface Figure {
   rps: number;
+  rounds: number[];
   requests: number;
   errors: number;
   cpu_us_per_request?: number;
@@ -29,6 +30,7 @@ describe('npm run bench (smoke)', () => {
       env: {
         ...process.env,
         BENCH_SECONDS: '1',
+        BENCH_ROUNDS: '2',
         BENCH_WARM_UP_SECONDS: '1',
         BENCH_CONNECTIONS: '4',
         BENCH_HELD_STREAMS: '200',
@@ -53,6 +55,7 @@ describe('npm run bench (smoke)', () => {
       for (const measure of measures) {
         expect(measure, key).toBeDefined();
         expect(measure!.requests, key).toBeGreaterThan(0);
+        expect(measure!.rounds, key).toHaveLength(2);
         expect(measure!.errors, key).toBe(0);
         if (key !== 'upstream') expect(measure!.cpu_us_per_request, key).toBeGreaterThan(0);
       }
