@@ -1,4 +1,5 @@
 import { randomBase62 } from '../ids.js';
+import { RecentMap } from '../recent-map.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
 import { costParts, emptyCounts, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';
@@ -45,9 +46,9 @@ export class BufferedUsageMeter implements UsageMeter {
   private pending: { seq: number; events: UsageEvent[] } | undefined;
   private readonly replica = randomBase62(10);
   private batches = 0;
-  private readonly recent = new Set<string>();
+  private readonly recent = new RecentMap<string, true>(RECENT_IDS);
   /** Requests admitted here (latest admission per id): when, by which key, the parts they reported. */
-  private readonly open = new Map<string, OpenRequest>();
+  private readonly open = new RecentMap<string, OpenRequest>(RECENT_IDS);
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private readonly now: () => number;
@@ -137,9 +138,7 @@ export class BufferedUsageMeter implements UsageMeter {
         parts: new Set(),
         modelled: usage.model !== undefined && usage.model !== null,
       };
-      this.open.delete(request);
       this.open.set(request, opened);
-      if (this.open.size > RECENT_IDS) this.open.delete(this.open.keys().next().value!);
       return undefined;
     }
     const part = usage.part ?? 'usage';
@@ -152,8 +151,7 @@ export class BufferedUsageMeter implements UsageMeter {
     // Not admitted here (or long ago): fall back to remembering recent reports.
     const id = `${request}:${part}`;
     if (this.recent.has(id)) return false;
-    this.recent.add(id);
-    if (this.recent.size > RECENT_IDS) this.recent.delete(this.recent.values().next().value!);
+    this.recent.set(id, true);
     return undefined;
   }
 
