@@ -156,6 +156,29 @@ describe.each(QUOTA_STORE_KINDS)('limiter contract (%s)', (kind) => {
   });
 
   // Redis only: key sizes are Redis's MEMORY USAGE (the Cluster and memory stores keep the same structures).
+  it('decides admissions of the same turn (one call on Redis) in order, each after the one before, and settles first', async () => {
+    const id = await project({ requests_per_minute: 5, burst_limit: 0, tokens_per_minute: 1000, max_concurrent_requests: 3 });
+    const s = settings();
+    const together = await Promise.all(Array.from({ length: 5 }, () => store.quota.admit(id, s, ask(100))));
+    // Three slots: the first three in, each seeing the ones before it.
+    expect(together.map((decision) => decision.allowed)).toEqual([true, true, true, false, false]);
+    expect(together.map((decision) => decision.remaining)).toEqual([4, 3, 2, 2, 2]);
+    expect(together.map((decision) => decision.inFlight)).toEqual([1, 2, 3, 3, 3]);
+    expect(together.map((decision) => decision.tokensRemaining)).toEqual([900, 800, 700, 700, 700]);
+    expect(together.slice(3).every((decision) => decision.refusedBy === 'concurrency')).toBe(true);
+    // One request ends and three arrive in the same turn: the settlement frees its slot first, so
+    // exactly one of them is admitted, and the request rate then refuses the rest.
+    const [settled, ...after] = await Promise.all([
+      store.quota.settle(id, s, together[0]!.reservation!, { tokens: 0, cost: 0 }),
+      ...Array.from({ length: 3 }, () => store.quota.admit(id, s, ask(100))),
+    ]);
+    expect(settled).toBeUndefined();
+    expect(after.map((decision) => decision.allowed)).toEqual([true, false, false]);
+    expect(after.map((decision) => decision.inFlight)).toEqual([3, 3, 3]);
+    // 700 left after the first three; the settled one gives its 100 back, the new one takes 100.
+    expect(after[0]!.tokensRemaining).toBe(700);
+  });
+
   if (kind === 'redis') it('keeps each project key small: no key above 64 KB at a million requests a minute', async () => {
     const id = await project({ requests_per_minute: 1_000_000, burst_limit: 0, tokens_per_minute: 1_000_000_000, max_concurrent_requests: 1000 });
     const s = settings({ windowMs: 2000 });

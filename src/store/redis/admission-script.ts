@@ -57,147 +57,38 @@ local function drain(prefix, total, target)
 end
 `;
 
+/** Values per settlement and per admission in the turn script's arguments. */
+export const SETTLE_FIELDS = 11;
+export const ADMIT_FIELDS = 5;
+
 /**
+ * One project's admission work of one event-loop turn, in one call: the requests that ended
+ * are settled, then the new ones admitted in order, each seeing the writes of those before it,
+ * exactly as one call each would at the same instant.
+ *
  * KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash.
  * ARGV: window ms, sub-windows N, burst window ms, exact-log maximum, lease TTL ms, default rpm,
- * default burst, request id, tokens to reserve, cost to reserve, day, month.
- * Checks a spent budget first, then the request rate (window, else burst), the token rate and the
- * concurrency cap; writes only when every check passes (a refusal costs nothing).
+ * default burst, number of settlements S; then S settlements (SETTLE_FIELDS values each: slot,
+ * rate tokens charged (-1: none), day tokens charged, month tokens charged, cost charged (-1:
+ * none), tokens used, cost used, day, month, request id, lease taken (1/0)); then the admissions
+ * (ADMIT_FIELDS values each: request id, tokens to reserve, cost to reserve, day, month).
+ *
+ * Settling: each charge becomes the real usage where it still counts: in its sub-window while
+ * that is in the window (else an excess is added to the current one), in its budget period while
+ * that is current; the lease is released.
+ * Admitting: a spent budget first, then the request rate (window, else burst), the token rate
+ * and the concurrency cap; writes only when every check passes (a refusal costs nothing).
+ * Returns 22 values per admission (see RedisQuotaStore).
  */
-export const ADMIT_SCRIPT = `
+export const TURN_SCRIPT = `
 local SUB = KEYS[4]
 ${EXPIRE_SUB_WINDOWS}
 local burstWindow = tonumber(ARGV[3])
 local leaseTtl = tonumber(ARGV[5])
-local id, est, cost, day, month = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], ARGV[12]
-local p = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
-local rpm = tonumber(p[1]) or tonumber(ARGV[6])
-local burst = tonumber(p[2]) or tonumber(ARGV[7])
-local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
+local admissionsFrom = 9 + tonumber(ARGV[8]) * ${SETTLE_FIELDS}
 
-local refused = ''
--- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
-local bud, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
-if daily or monthly or mcost then
-  bud = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
-  if bud[1] and bud[1] >= day then dayFresh, dt = false, num(bud[2]) end
-  if bud[3] and bud[3] >= month then monthFresh, mt, mc = false, num(bud[4]), num(bud[5]) end
-  if daily and (dt >= daily or dt + est > daily) then refused = 'daily_tokens'
-  elseif monthly and (mt >= monthly or mt + est > monthly) then refused = 'monthly_tokens'
-  elseif mcost and (mc >= mcost or mc + cost > mcost) then refused = 'monthly_cost' end
-end
-
--- request rate: the exact log for small policies, the sub-window counters for large ones
-local logMode = rpm <= tonumber(ARGV[4])
-local used
-if logMode then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  used = redis.call('ZCARD', KEYS[2])
-  if meta[4] == 'sub' then
-    meta[5] = now
-    redis.call('HSET', SUB, 'mode', 'log', 'since', now)
-  elseif not meta[4] then
-    redis.call('HSET', SUB, 'mode', 'log')
-  end
-  -- just switched from counters: the log does not hold the window yet, the counters do
-  if meta[5] and now - tonumber(meta[5]) < window and rs > used then used = rs end
-else
-  used = rs
-  if meta[4] ~= 'sub' then redis.call('HSET', SUB, 'mode', 'sub') end
-end
-local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
-local btok = burst
-if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
-local useWindow = used < rpm
-if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
-if refused == '' and tpm and ts + est > tpm then refused = 'tokens' end
-local inflight = 0
-if maxc then
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-  inflight = redis.call('ZCARD', KEYS[5])
-  if refused == '' and inflight >= maxc then refused = 'concurrency' end
-end
-
-local retry, rateTokens, dayTokens, monthTokens, costCharged, lease = 0, -1, -1, -1, 0, 0
-if refused == '' then
-  if useWindow then
-    if logMode then
-      redis.call('ZADD', KEYS[2], now, id)
-      redis.call('PEXPIRE', KEYS[2], window)
-    end
-    redis.call('HINCRBY', SUB, 'r' .. cur, 1)
-    rs, used = rs + 1, used + 1
-  else
-    btok = btok - 1
-    redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
-    redis.call('PEXPIRE', KEYS[3], burstWindow)
-  end
-  if tpm then
-    redis.call('HINCRBY', SUB, 't' .. cur, est)
-    ts, rateTokens = ts + est, est
-  end
-  if maxc then
-    redis.call('ZADD', KEYS[5], now + leaseTtl, id)
-    redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
-    inflight, lease = inflight + 1, 1
-  end
-  if bud then
-    if dayFresh then redis.call('HSET', KEYS[6], 'day', day, 'dt', 0) end
-    if monthFresh then redis.call('HSET', KEYS[6], 'month', month, 'mt', 0, 'mc', 0) end
-    if daily then redis.call('HINCRBY', KEYS[6], 'dt', est); dayTokens = est end
-    if monthly then redis.call('HINCRBY', KEYS[6], 'mt', est); monthTokens = est end
-    if mcost then redis.call('HINCRBYFLOAT', KEYS[6], 'mc', cost); costCharged = 1 end
-    redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
-  end
-elseif refused == 'requests' then
-  if logMode and used >= rpm and used == redis.call('ZCARD', KEYS[2]) then
-    local entry = redis.call('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
-    retry = tonumber(entry[2]) + window - now
-  else
-    retry = drain('r', rs, rpm - 1)
-  end
-  if burst > 0 then retry = math.min(retry, math.ceil((1 - btok) * burstWindow / burst)) end
-elseif refused == 'tokens' then
-  if est > tpm then retry = window else retry = drain('t', ts, tpm - est) end
-elseif refused == 'concurrency' then
-  retry = 1000
-end
-saveSub()
-
-local resetMs = 0
-if used > 0 then
-  if logMode and redis.call('EXISTS', KEYS[2]) == 1 then
-    local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    resetMs = tonumber(newest[2]) + window - now
-  else
-    resetMs = math.ceil((cur + n + 1) * sub - now)
-  end
-end
-local tokensReset = 0
-if ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
-local burstReset = 0
-if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
-return {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7] or '',
-  math.max(0, rpm - used), resetMs, math.floor(btok + 1e-9), burstReset,
-  math.max(0, (tpm or 0) - ts), tokensReset, inflight, math.max(0, math.ceil(retry)),
-  cur, rateTokens, dayTokens, monthTokens, costCharged, lease}
-`;
-
-/**
- * KEYS: sub-window hash, leases, budget hash.
- * ARGV: window ms, sub-windows N, then per settlement (SETTLE_FIELDS values): slot, rate tokens
- * charged (-1: none), day tokens charged, month tokens charged, cost charged (-1: none), tokens
- * used, cost used, day, month, request id, lease taken (1/0). One call settles the requests of one
- * project that ended within the same event-loop turn.
- * Each charge becomes the real usage where it still counts: in its sub-window while that is in the
- * window (else an excess is added to the current one), in its budget period while that is current.
- */
-export const SETTLE_FIELDS = 11;
-export const SETTLE_SCRIPT = `
-local SUB = KEYS[1]
-${EXPIRE_SUB_WINDOWS}
 local b = nil
-for o = 3, #ARGV, ${SETTLE_FIELDS} do
+for o = 9, admissionsFrom - 1, ${SETTLE_FIELDS} do
   local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
   local usedTokens, usedCost = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
   if rateTokens >= 0 then
@@ -214,17 +105,138 @@ for o = 3, #ARGV, ${SETTLE_FIELDS} do
     if ts < 0 then ts = 0 end
   end
   if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
-    b = b or redis.call('HMGET', KEYS[3], 'day', 'month')
-    if dayTokens >= 0 and b[1] == ARGV[o + 7] then redis.call('HINCRBY', KEYS[3], 'dt', usedTokens - dayTokens) end
-    if monthTokens >= 0 and b[2] == ARGV[o + 8] then redis.call('HINCRBY', KEYS[3], 'mt', usedTokens - monthTokens) end
+    b = b or redis.call('HMGET', KEYS[6], 'day', 'month')
+    if dayTokens >= 0 and b[1] == ARGV[o + 7] then redis.call('HINCRBY', KEYS[6], 'dt', usedTokens - dayTokens) end
+    if monthTokens >= 0 and b[2] == ARGV[o + 8] then redis.call('HINCRBY', KEYS[6], 'mt', usedTokens - monthTokens) end
     if costCharged >= 0 and b[2] == ARGV[o + 8] then
-      redis.call('HINCRBYFLOAT', KEYS[3], 'mc', string.format('%.17g', usedCost - costCharged))
+      redis.call('HINCRBYFLOAT', KEYS[6], 'mc', string.format('%.17g', usedCost - costCharged))
     end
   end
-  if ARGV[o + 10] == '1' then redis.call('ZREM', KEYS[2], ARGV[o + 9]) end
+  if ARGV[o + 10] == '1' then redis.call('ZREM', KEYS[5], ARGV[o + 9]) end
+end
+
+local out = {}
+if admissionsFrom <= #ARGV then
+  local p = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
+  local rpm = tonumber(p[1]) or tonumber(ARGV[6])
+  local burst = tonumber(p[2]) or tonumber(ARGV[7])
+  local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
+  -- request rate: the exact log for small policies, the sub-window counters for large ones
+  local logMode = rpm <= tonumber(ARGV[4])
+  if logMode then
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+    if meta[4] == 'sub' then
+      meta[5] = now
+      redis.call('HSET', SUB, 'mode', 'log', 'since', now)
+    elseif not meta[4] then
+      redis.call('HSET', SUB, 'mode', 'log')
+    end
+  elseif meta[4] ~= 'sub' then
+    redis.call('HSET', SUB, 'mode', 'sub')
+  end
+  if maxc then redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now) end
+
+  for a = admissionsFrom, #ARGV, ${ADMIT_FIELDS} do
+    local id, est, cost, day, month = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
+    local refused = ''
+    -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
+    local bud, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
+    if daily or monthly or mcost then
+      bud = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
+      if bud[1] and bud[1] >= day then dayFresh, dt = false, num(bud[2]) end
+      if bud[3] and bud[3] >= month then monthFresh, mt, mc = false, num(bud[4]), num(bud[5]) end
+      if daily and (dt >= daily or dt + est > daily) then refused = 'daily_tokens'
+      elseif monthly and (mt >= monthly or mt + est > monthly) then refused = 'monthly_tokens'
+      elseif mcost and (mc >= mcost or mc + cost > mcost) then refused = 'monthly_cost' end
+    end
+
+    local used
+    if logMode then
+      used = redis.call('ZCARD', KEYS[2])
+      -- just switched from counters: the log does not hold the window yet, the counters do
+      if meta[5] and now - tonumber(meta[5]) < window and rs > used then used = rs end
+    else
+      used = rs
+    end
+    local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
+    local btok = burst
+    if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
+    local useWindow = used < rpm
+    if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
+    if refused == '' and tpm and ts + est > tpm then refused = 'tokens' end
+    local inflight = 0
+    if maxc then
+      inflight = redis.call('ZCARD', KEYS[5])
+      if refused == '' and inflight >= maxc then refused = 'concurrency' end
+    end
+
+    local retry, rateTokens, dayTokens, monthTokens, costCharged, lease = 0, -1, -1, -1, 0, 0
+    if refused == '' then
+      if useWindow then
+        if logMode then
+          redis.call('ZADD', KEYS[2], now, id)
+          redis.call('PEXPIRE', KEYS[2], window)
+        end
+        redis.call('HINCRBY', SUB, 'r' .. cur, 1)
+        rs, used = rs + 1, used + 1
+      else
+        btok = btok - 1
+        redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
+        redis.call('PEXPIRE', KEYS[3], burstWindow)
+      end
+      if tpm then
+        redis.call('HINCRBY', SUB, 't' .. cur, est)
+        ts, rateTokens = ts + est, est
+      end
+      if maxc then
+        redis.call('ZADD', KEYS[5], now + leaseTtl, id)
+        redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
+        inflight, lease = inflight + 1, 1
+      end
+      if bud then
+        if dayFresh then redis.call('HSET', KEYS[6], 'day', day, 'dt', 0) end
+        if monthFresh then redis.call('HSET', KEYS[6], 'month', month, 'mt', 0, 'mc', 0) end
+        if daily then redis.call('HINCRBY', KEYS[6], 'dt', est); dayTokens = est end
+        if monthly then redis.call('HINCRBY', KEYS[6], 'mt', est); monthTokens = est end
+        if mcost then redis.call('HINCRBYFLOAT', KEYS[6], 'mc', cost); costCharged = 1 end
+        redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
+      end
+    elseif refused == 'requests' then
+      if logMode and used >= rpm and used == redis.call('ZCARD', KEYS[2]) then
+        local entry = redis.call('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
+        retry = tonumber(entry[2]) + window - now
+      else
+        retry = drain('r', rs, rpm - 1)
+      end
+      if burst > 0 then retry = math.min(retry, math.ceil((1 - btok) * burstWindow / burst)) end
+    elseif refused == 'tokens' then
+      if est > tpm then retry = window else retry = drain('t', ts, tpm - est) end
+    elseif refused == 'concurrency' then
+      retry = 1000
+    end
+
+    local resetMs = 0
+    if used > 0 then
+      if logMode and redis.call('EXISTS', KEYS[2]) == 1 then
+        local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+        resetMs = tonumber(newest[2]) + window - now
+      else
+        resetMs = math.ceil((cur + n + 1) * sub - now)
+      end
+    end
+    local tokensReset = 0
+    if ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
+    local burstReset = 0
+    if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
+    local decision = {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7] or '',
+      math.max(0, rpm - used), resetMs, math.floor(btok + 1e-9), burstReset,
+      math.max(0, (tpm or 0) - ts), tokensReset, inflight, math.max(0, math.ceil(retry)),
+      cur, rateTokens, dayTokens, monthTokens, costCharged, lease}
+    for i = 1, #decision do out[#out + 1] = decision[i] end
+  end
 end
 saveSub()
-return 1
+return out
 `;
 
 /** KEYS: leases. ARGV: lease TTL ms, lease ids… Extends the leases that still exist. */

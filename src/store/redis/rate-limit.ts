@@ -1,115 +1,89 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import type { RedisClient } from './connect.js';
-import { ADMIT_SCRIPT, RENEW_SCRIPT, SETTLE_FIELDS, SETTLE_SCRIPT } from './admission-script.js';
+import { RENEW_SCRIPT, SETTLE_FIELDS, TURN_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 
 type Scripted = RedisClient & {
-  novaAdmit(...args: (string | number)[]): Promise<(string | number)[]>;
-  novaSettle(...args: (string | number)[]): Promise<number>;
+  novaTurn(...args: (string | number)[]): Promise<(string | number)[]>;
   novaRenew(...args: (string | number)[]): Promise<number>;
 };
 
 const optional = (value: string | number) => (value === '' ? null : Number(value));
-/** Most settlements in one script call (each adds SETTLE_FIELDS arguments). */
+/** Values per admission in the turn script's reply. */
+const DECISION_FIELDS = 22;
+/** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
+const MAX_ADMISSIONS = 128;
 
-/** Admission, settlement and lease renewal of every limit in one round trip each (src/store/redis/admission-script.ts). */
+interface Waiting {
+  request: AdmissionRequest;
+  resolve: (decision: AdmissionDecision) => void;
+  reject: (error: unknown) => void;
+}
+
+/** One project's admission work gathered during one event-loop turn. */
+class Turn {
+  readonly settlements: (string | number)[] = [];
+  readonly admissions: Waiting[] = [];
+  private settledWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
+  private settledPromise: Promise<void> | undefined;
+
+  constructor(readonly settings: AdmissionSettings) {}
+
+  get full(): boolean {
+    return this.settlements.length >= MAX_SETTLEMENTS * SETTLE_FIELDS || this.admissions.length >= MAX_ADMISSIONS;
+  }
+
+  /** Resolves when the turn's call has settled what it carried. */
+  get settled(): Promise<void> {
+    this.settledPromise ??= new Promise<void>((resolve, reject) => this.settledWaiters.push({ resolve, reject }));
+    return this.settledPromise;
+  }
+
+  done(error?: unknown): void {
+    for (const waiter of this.settledWaiters) {
+      if (error === undefined) waiter.resolve();
+      else waiter.reject(error);
+    }
+    this.settledWaiters = [];
+  }
+}
+
+/**
+ * Admission, settlement and lease renewal of every limit (src/store/redis/admission-script.ts).
+ * What one project asks during one event-loop turn goes in one script call, sent once the turn is
+ * over: the settlements of the requests that ended, then the admissions of those that arrived, in
+ * order. A busy replica pays one round trip per project and turn, not two per request, and a
+ * lone request still leaves within the turn it arrived in.
+ */
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
-  /** Settlements waiting for the end of the event-loop turn, by project. */
-  private readonly settling = new Map<string, { args: (string | number)[]; written: Promise<void> }>();
+  /** Work waiting for the end of the event-loop turn, by project. */
+  private turns = new Map<string, Turn>();
+  private scheduled = false;
 
   constructor(
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAdmit', { numberOfKeys: 6, lua: ADMIT_SCRIPT });
-    redis.defineCommand('novaSettle', { numberOfKeys: 3, lua: SETTLE_SCRIPT });
+    redis.defineCommand('novaTurn', { numberOfKeys: 6, lua: TURN_SCRIPT });
     redis.defineCommand('novaRenew', { numberOfKeys: 1, lua: RENEW_SCRIPT });
     this.redis = redis as Scripted;
   }
 
-  async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
-    const k = this.keys;
-    const reply = await guard(
-      this.redis.novaAdmit(
-        k.project(projectId),
-        k.rateWindow(projectId),
-        k.rateBurst(projectId),
-        k.rateSubWindows(projectId),
-        k.rateLeases(projectId),
-        k.budgets(projectId),
-        Math.round(settings.windowMs),
-        settings.subWindows,
-        Math.round(settings.burstWindowMs),
-        settings.exactLogMax,
-        Math.round(settings.leaseTtlMs),
-        settings.defaults.requests_per_minute,
-        settings.defaults.burst_limit,
-        request.id,
-        request.tokens,
-        request.cost,
-        request.day,
-        request.month,
-      ),
-    );
-    const [refused, rpm, burst, tpm, maxc, daily, monthly, cost] = reply;
-    const [remaining, resetMs, burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs] = reply.slice(8, 16).map(Number) as number[];
-    const [slot, rateTokens, dayTokens, monthTokens, costCharged, lease] = reply.slice(16).map(Number) as number[];
-    const policy: RateLimitPolicy = {
-      requests_per_minute: Number(rpm),
-      burst_limit: Number(burst),
-      tokens_per_minute: optional(tpm!),
-      max_concurrent_requests: optional(maxc!),
-      daily_tokens: optional(daily!),
-      monthly_tokens: optional(monthly!),
-      monthly_cost: optional(cost!),
-    };
-    const allowed = refused === '';
-    const charged = (value: number) => (value < 0 ? null : value);
-    const reservation: Reservation = {
-      id: request.id,
-      slot: slot!,
-      rateTokens: charged(rateTokens!),
-      dayTokens: charged(dayTokens!),
-      monthTokens: charged(monthTokens!),
-      monthCost: costCharged === 1 ? request.cost : null,
-      day: request.day,
-      month: request.month,
-      lease: lease === 1,
-    };
-    return {
-      allowed,
-      refusedBy: allowed ? null : (refused as RefusedBy),
-      policy,
-      remaining: remaining!,
-      resetMs: resetMs!,
-      burstRemaining: burstRemaining!,
-      burstResetMs: burstResetMs!,
-      tokensRemaining: tokensRemaining!,
-      tokensResetMs: tokensResetMs!,
-      inFlight: inFlight!,
-      retryAfterMs: retryAfterMs!,
-      reservation: allowed && needsSettling(reservation) ? reservation : null,
-    };
+  admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
+    const turn = this.turnOf(projectId, settings);
+    const decided = new Promise<AdmissionDecision>((resolve, reject) => turn.admissions.push({ request, resolve, reject }));
+    if (turn.full) this.send(projectId, turn);
+    return decided;
   }
 
-  /**
-   * Settlements are batched: those of one project that end within the same event-loop turn go in
-   * one script call (at most MAX_SETTLEMENTS), written once the turn is over. Every caller gets the
-   * batch's outcome.
-   */
+  /** Every caller of a turn gets the outcome of its call. */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
-    let batch = this.settling.get(projectId);
-    if (!batch) {
-      const args: (string | number)[] = [];
-      const written = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.writeSettlements(projectId, settings, args));
-      batch = { args, written };
-      this.settling.set(projectId, batch);
-    }
-    batch.args.push(
+    const turn = this.turnOf(projectId, settings);
+    turn.settlements.push(
       reservation.slot,
       reservation.rateTokens ?? -1,
       reservation.dayTokens ?? -1,
@@ -122,27 +96,114 @@ export class RedisQuotaStore implements QuotaStore {
       reservation.id,
       reservation.lease ? 1 : 0,
     );
-    if (batch.args.length >= MAX_SETTLEMENTS * SETTLE_FIELDS) this.settling.delete(projectId);
-    return batch.written;
-  }
-
-  private async writeSettlements(projectId: string, settings: AdmissionSettings, settlements: (string | number)[]): Promise<void> {
-    if (this.settling.get(projectId)?.args === settlements) this.settling.delete(projectId);
-    const k = this.keys;
-    await guard(
-      this.redis.novaSettle(
-        k.rateSubWindows(projectId),
-        k.rateLeases(projectId),
-        k.budgets(projectId),
-        Math.round(settings.windowMs),
-        settings.subWindows,
-        ...settlements,
-      ),
-    );
+    const settled = turn.settled;
+    if (turn.full) this.send(projectId, turn);
+    return settled;
   }
 
   async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
     if (leaseIds.length === 0) return;
     await guard(this.redis.novaRenew(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
   }
+
+  private turnOf(projectId: string, settings: AdmissionSettings): Turn {
+    let turn = this.turns.get(projectId);
+    if (!turn) {
+      turn = new Turn(settings);
+      this.turns.set(projectId, turn);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.sendAll());
+      }
+    }
+    return turn;
+  }
+
+  private sendAll(): void {
+    this.scheduled = false;
+    const turns = this.turns;
+    this.turns = new Map();
+    for (const [projectId, turn] of turns) void this.write(projectId, turn);
+  }
+
+  /** A full turn leaves at once; the project's next work starts a new one. */
+  private send(projectId: string, turn: Turn): void {
+    if (this.turns.get(projectId) === turn) this.turns.delete(projectId);
+    void this.write(projectId, turn);
+  }
+
+  private async write(projectId: string, turn: Turn): Promise<void> {
+    const { settings, settlements, admissions } = turn;
+    const k = this.keys;
+    const args: (string | number)[] = [
+      k.project(projectId),
+      k.rateWindow(projectId),
+      k.rateBurst(projectId),
+      k.rateSubWindows(projectId),
+      k.rateLeases(projectId),
+      k.budgets(projectId),
+      Math.round(settings.windowMs),
+      settings.subWindows,
+      Math.round(settings.burstWindowMs),
+      settings.exactLogMax,
+      Math.round(settings.leaseTtlMs),
+      settings.defaults.requests_per_minute,
+      settings.defaults.burst_limit,
+      settlements.length / SETTLE_FIELDS,
+      ...settlements,
+    ];
+    for (const { request } of admissions) args.push(request.id, request.tokens, request.cost, request.day, request.month);
+    let reply: (string | number)[];
+    try {
+      reply = await guard(this.redis.novaTurn(...args));
+    } catch (error) {
+      turn.done(error);
+      for (const waiting of admissions) waiting.reject(error);
+      return;
+    }
+    turn.done();
+    admissions.forEach((waiting, index) => waiting.resolve(decisionOf(reply, index * DECISION_FIELDS, waiting.request)));
+  }
+}
+
+/** The decision at `at` in the turn script's reply. */
+function decisionOf(reply: (string | number)[], at: number, request: AdmissionRequest): AdmissionDecision {
+  const value = (offset: number) => Number(reply[at + offset]);
+  const policy: RateLimitPolicy = {
+    requests_per_minute: value(1),
+    burst_limit: value(2),
+    tokens_per_minute: optional(reply[at + 3]!),
+    max_concurrent_requests: optional(reply[at + 4]!),
+    daily_tokens: optional(reply[at + 5]!),
+    monthly_tokens: optional(reply[at + 6]!),
+    monthly_cost: optional(reply[at + 7]!),
+  };
+  const refused = reply[at];
+  const allowed = refused === '';
+  const charged = (offset: number) => (value(offset) < 0 ? null : value(offset));
+  const reservation: Reservation = {
+    id: request.id,
+    slot: value(16),
+    rateTokens: charged(17),
+    dayTokens: charged(18),
+    monthTokens: charged(19),
+    monthCost: value(20) === 1 ? request.cost : null,
+    day: request.day,
+    month: request.month,
+    lease: value(21) === 1,
+  };
+  return {
+    allowed,
+    refusedBy: allowed ? null : (refused as RefusedBy),
+    policy,
+    remaining: value(8),
+    resetMs: value(9),
+    burstRemaining: value(10),
+    burstResetMs: value(11),
+    tokensRemaining: value(12),
+    tokensResetMs: value(13),
+    inFlight: value(14),
+    retryAfterMs: value(15),
+    reservation: allowed && needsSettling(reservation) ? reservation : null,
+  };
 }
