@@ -96,6 +96,7 @@ export class SseRelay {
   private tokenSeen = false;
   private finishing = false;
   private waitingForDrain = false;
+  private corked = false;
   private source: Readable | null = null;
 
   constructor(
@@ -200,6 +201,7 @@ export class SseRelay {
       this.started = true;
       this.options.onFirstByte?.();
     }
+    this.coalesce();
     if (this.sink.write(bytes) || this.waitingForDrain || !this.source) return;
     // The client reads slower than the upstream writes: the upstream waits.
     this.waitingForDrain = true;
@@ -207,6 +209,22 @@ export class SseRelay {
     this.sink.once('drain', () => {
       this.waitingForDrain = false;
       this.source?.resume();
+    });
+  }
+
+  /**
+   * What is written to the client within one event-loop turn leaves in one write: the upstream's
+   * chunks that arrived together, and the last events with the end of the response (which, on its
+   * own, would cost a write of 5 bytes). The sink is corked until the turn is over; ending the
+   * response uncorks it at once.
+   */
+  private coalesce(): void {
+    if (this.corked) return;
+    this.corked = true;
+    this.sink.cork();
+    setImmediate(() => {
+      this.corked = false;
+      if (!this.sink.writableEnded) this.sink.uncork();
     });
   }
 

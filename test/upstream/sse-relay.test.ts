@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
 import { parseEventData, SseRelay } from '../../src/upstream/sse-relay.js';
@@ -144,6 +144,32 @@ describe('SseRelay', () => {
     await new Promise((resolve) => sink.on('end', resolve));
     expect(Buffer.concat(out).toString()).toBe(`${event.repeat(100)}data: [DONE]\n\n`);
     expect(r.completed).toBe(true);
+  });
+
+  it('writes what arrives within one event-loop turn, and the end, in one write to the client', async () => {
+    const writes: number[] = [];
+    const sink = new Writable({
+      // One call per write reaching the socket: a batch of buffered chunks is one writev.
+      writev(chunks, callback) {
+        writes.push(chunks.length);
+        callback();
+      },
+      write(_chunk, _encoding, callback) {
+        writes.push(1);
+        callback();
+      },
+    });
+    const r = new SseRelay({ operation: OPERATIONS.chat, hideUsage: false, publicModel: null, maxEventBytes: 1024 }, sink);
+    const finished = new Promise((resolve) => sink.on('finish', resolve));
+    r.accept(Buffer.from(chunk('a')));
+    r.accept(Buffer.from(chunk('b')));
+    await new Promise((resolve) => setImmediate(resolve));
+    // The next turn: its chunks and the end of the stream go together.
+    r.accept(Buffer.from(chunk('c')));
+    r.accept(Buffer.from('data: [DONE]\n\n'));
+    r.finish();
+    await finished;
+    expect(writes).toEqual([2, 2]);
   });
 
   it('ends with an error event after a partial event was dropped', async () => {
