@@ -73,7 +73,7 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} never answered`);
 }
 
-async function startGateway(upstreamPort: number, redisUrl: string) {
+async function startGateway(upstreamPort: number, redisUrl: string, extraEnv: Record<string, string> = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
   const config = join(dir, 'gateway.yaml');
@@ -102,15 +102,16 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, process.execPath, ...profile, `${BUILD_DIR}/src/server.js`],
+    [...underTest, process.execPath, ...profile, `${extraEnv.AB_BUILD ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
       METRICS_PORT: String(await freePort()),
-      REDIS_URL: redisUrl,
+      ...(process.env.ABL_MEMORY ? {} : { REDIS_URL: redisUrl }),
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: process.env.ABL_LOG ?? 'info',
+      ...extraEnv,
     },
     // The access log stays at info (its cost is part of the figures); the lines go to /dev/null.
     'ignore',
@@ -203,6 +204,8 @@ async function main() {
   } else console.log('nginx is not installed: its row is left out');
   const gateway = await startGateway(upstreamPort, redis.url);
   const auth = { authorization: `Bearer ${gateway.secret}` };
+  const abEnv = Object.fromEntries((process.env.AB_ENV ?? '').split(',').filter(Boolean).map((kv) => kv.split('=') as [string, string]));
+  const gatewayB = process.env.AB_ENV ? await startGateway(upstreamPort, redis.url, abEnv) : undefined;
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -221,6 +224,7 @@ async function main() {
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
     },
+    ...(gatewayB ? [{ key: 'nova_b', name: 'nova B', pid: gatewayB.child.pid, chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }) }] : []),
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
   const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
