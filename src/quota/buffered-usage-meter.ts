@@ -29,7 +29,8 @@ export interface BufferedUsageMeterOptions {
 interface OpenRequest {
   atMs: number;
   apiKeyId: string | null;
-  parts: Set<string>;
+  /** Parts reported so far (a request usually reports one). */
+  parts: string[] | null;
   /** Whether the request's count moved to its model already (see attribute). */
   modelled: boolean;
 }
@@ -78,22 +79,31 @@ export class BufferedUsageMeter implements UsageMeter {
         metrics.invalidValues.inc({ field });
         this.options.onInvalid?.({ project_id: usage.projectId, request_id: usage.requestId, field, value: String(value).slice(0, 40) });
       }
-      const atMs = usage.atMs ?? this.now();
+      const { costMicros, costAtto } = costParts(cost);
       const event: UsageEvent = {
         projectId: usage.projectId,
         eventId: `${usage.requestId}:${usage.part ?? 'usage'}`,
-        atMs,
-        counts: { ...counts, ...costParts(cost) },
+        atMs: usage.atMs ?? this.now(),
+        counts: {
+          requests: counts.requests,
+          promptTokens: counts.promptTokens,
+          completionTokens: counts.completionTokens,
+          imageGenerations: counts.imageGenerations,
+          audioMs: counts.audioMs,
+          costMicros,
+          costAtto,
+        },
         storageBytesDelta,
         model: usage.model ?? null,
         apiKeyId: usage.apiKeyId ?? request?.apiKeyId ?? null,
       };
-      const events = [event, ...this.attribute(request, event)];
-      if (this.buffered + events.length > this.options.maxBuffered) {
+      const moved = request && !request.modelled && event.model !== null ? this.attribute(request, event) : null;
+      if (this.buffered + (moved ? 3 : 1) > this.options.maxBuffered) {
         metrics.dropped.inc();
         return;
       }
-      this.buffer.push(...events);
+      this.buffer.push(event);
+      if (moved) this.buffer.push(moved[0], moved[1]);
       this.count(event, cost);
     } catch (error) {
       this.options.onError?.(error, 'usage record');
@@ -106,8 +116,7 @@ export class BufferedUsageMeter implements UsageMeter {
    * the model dimension the count moves from "no model" to the model at the first report that
    * names one, at the admission's time, so every bucket's group sum stays equal to its ungrouped total.
    */
-  private attribute(request: OpenRequest | undefined, event: UsageEvent): UsageEvent[] {
-    if (!request || request.modelled || event.model === null) return [];
+  private attribute(request: OpenRequest, event: UsageEvent): [UsageEvent, UsageEvent] {
     request.modelled = true;
     const moved = (model: string | null, requests: number): UsageEvent => ({
       ...event,
@@ -135,7 +144,7 @@ export class BufferedUsageMeter implements UsageMeter {
       const opened: OpenRequest = {
         atMs: usage.atMs ?? this.now(),
         apiKeyId: usage.apiKeyId ?? null,
-        parts: new Set(),
+        parts: null,
         modelled: usage.model !== undefined && usage.model !== null,
       };
       this.open.set(request, opened);
@@ -144,8 +153,8 @@ export class BufferedUsageMeter implements UsageMeter {
     const part = usage.part ?? 'usage';
     const opened = this.open.get(request);
     if (opened) {
-      if (opened.parts.has(part)) return false;
-      opened.parts.add(part);
+      if (opened.parts?.includes(part)) return false;
+      (opened.parts ??= []).push(part);
       return opened;
     }
     // Not admitted here (or long ago): fall back to remembering recent reports.
@@ -220,13 +229,14 @@ export class BufferedUsageMeter implements UsageMeter {
   private count(event: UsageEvent, cost: number): void {
     const { metrics } = this.options;
     const { counts, projectId } = event;
-    const model = event.model ?? 'none';
     if (counts.requests) metrics.requests.inc(metrics.project(projectId), counts.requests);
-    const labels = (extra: Record<string, string> = {}) => metrics.project(projectId, { gen_ai_request_model: model, ...extra });
-    if (counts.promptTokens) metrics.tokens.inc(labels({ type: 'prompt' }), counts.promptTokens);
-    if (counts.completionTokens) metrics.tokens.inc(labels({ type: 'completion' }), counts.completionTokens);
-    if (counts.imageGenerations) metrics.images.inc(labels(), counts.imageGenerations);
-    if (counts.audioMs) metrics.audioSeconds.inc(labels(), counts.audioMs / 1000);
-    if (cost > 0) metrics.cost.inc(labels(), cost);
+    if (!counts.promptTokens && !counts.completionTokens && !counts.imageGenerations && !counts.audioMs && !(cost > 0)) return;
+    const labels = metrics.project(projectId, { gen_ai_request_model: event.model ?? 'none' });
+    if (counts.promptTokens) metrics.tokens.inc({ ...labels, type: 'prompt' }, counts.promptTokens);
+    if (counts.completionTokens) metrics.tokens.inc({ ...labels, type: 'completion' }, counts.completionTokens);
+    if (counts.imageGenerations) metrics.images.inc(labels, counts.imageGenerations);
+    if (counts.audioMs) metrics.audioSeconds.inc(labels, counts.audioMs / 1000);
+    if (cost > 0) metrics.cost.inc(labels, cost);
   }
+
 }
