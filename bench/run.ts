@@ -17,6 +17,10 @@
  * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_MODES (json,stream),
  * BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results),
  * BENCH_RESULTS (directory of the JSON, default bench/results).
+ * A/B: BENCH_B_ENV (`KEY=VALUE,...`, e.g. `LOG_LEVEL=warn` or `REDIS_URL=` for the in-memory store)
+ * and/or BENCH_B_BUILD (a gateway compiled elsewhere: `tsc -p tsconfig.build.json --outDir <dir>`
+ * in a checkout of another commit) start a second gateway, target `nova_b`, measured in the same
+ * rounds as `nova`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -73,7 +77,7 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} never answered`);
 }
 
-async function startGateway(upstreamPort: number, redisUrl: string, extraEnv: Record<string, string> = {}) {
+async function startGateway(upstreamPort: number, redisUrl: string, variant: { env?: Record<string, string>; build?: string } = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
   const config = join(dir, 'gateway.yaml');
@@ -102,16 +106,16 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, process.execPath, ...profile, `${extraEnv.AB_BUILD ?? BUILD_DIR}/src/server.js`],
+    [...underTest, process.execPath, ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
       METRICS_PORT: String(await freePort()),
-      ...(process.env.ABL_MEMORY ? {} : { REDIS_URL: redisUrl }),
+      REDIS_URL: redisUrl,
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
-      LOG_LEVEL: process.env.ABL_LOG ?? 'info',
-      ...extraEnv,
+      LOG_LEVEL: 'info',
+      ...variant.env,
     },
     // The access log stays at info (its cost is part of the figures); the lines go to /dev/null.
     'ignore',
@@ -136,6 +140,12 @@ redis:
   if (!created.ok) throw new Error(`project creation answered ${created.status}: ${await created.text()}`);
   const secret = ((await created.json()) as { api_key: { secret: string } }).api_key.secret;
   return { child, url, secret };
+}
+
+/** BENCH_B_ENV `KEY=VALUE,KEY=VALUE` (a value may hold `=`), BENCH_B_BUILD a compiled gateway's directory. */
+function variantOf(env: string, build: string | undefined): { env: Record<string, string>; build?: string } {
+  const pairs = env.split(',').filter(Boolean).map((pair): [string, string] => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]);
+  return { env: Object.fromEntries(pairs), build };
 }
 
 const chatBody = (stream: boolean, extra: Record<string, unknown> = {}) =>
@@ -204,8 +214,9 @@ async function main() {
   } else console.log('nginx is not installed: its row is left out');
   const gateway = await startGateway(upstreamPort, redis.url);
   const auth = { authorization: `Bearer ${gateway.secret}` };
-  const abEnv = Object.fromEntries((process.env.AB_ENV ?? '').split(',').filter(Boolean).map((kv) => kv.split('=') as [string, string]));
-  const gatewayB = process.env.AB_ENV ? await startGateway(upstreamPort, redis.url, abEnv) : undefined;
+  // A second gateway to compare with, measured in the same rounds (its own environment or build).
+  const variantB = process.env.BENCH_B_ENV || process.env.BENCH_B_BUILD ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD) : undefined;
+  const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -224,7 +235,16 @@ async function main() {
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
     },
-    ...(gatewayB ? [{ key: 'nova_b', name: 'nova B', pid: gatewayB.child.pid, chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }) }] : []),
+    ...(gatewayB
+      ? [
+          {
+            key: 'nova_b',
+            name: `nova B (${[process.env.BENCH_B_ENV, process.env.BENCH_B_BUILD].filter(Boolean).join(', ')})`,
+            pid: gatewayB.child.pid,
+            chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }),
+          },
+        ]
+      : []),
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
   const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
@@ -314,6 +334,7 @@ async function main() {
     added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
+    ...(gatewayB ? { b_vs_nova_json: roundRatio('nova_b', 'nova', 'json'), b_vs_nova_stream: roundRatio('nova_b', 'nova', 'stream') } : {}),
     held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb?: number } | undefined)?.rss_peak_mb ?? null,
     held_streams_ttfb_added_p50_ms: (results.held_streams as { ttfb_added_p50_ms?: number } | undefined)?.ttfb_added_p50_ms ?? null,
   };
