@@ -1,12 +1,13 @@
 import type { FastifyInstance } from 'fastify';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
+import { SeriesHistogram } from './series-histogram.js';
 
 const LABELS = ['method', 'route', 'status_code'] as const;
 
 /** Every response, by route template (never the raw URL: ids would explode the series). */
 export class HttpMetrics {
   readonly requests: Counter<(typeof LABELS)[number]>;
-  readonly duration: Histogram<(typeof LABELS)[number]>;
+  readonly duration: SeriesHistogram<(typeof LABELS)[number]>;
 
   constructor(registry: Registry) {
     this.requests = new Counter({
@@ -15,7 +16,7 @@ export class HttpMetrics {
       labelNames: LABELS,
       registers: [registry],
     });
-    this.duration = new Histogram({
+    this.duration = new SeriesHistogram({
       name: 'nova_http_request_duration_seconds',
       help: 'Time from request received to response sent, by method, route template and status code.',
       labelNames: LABELS,
