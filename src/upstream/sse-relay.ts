@@ -224,7 +224,9 @@ export class SseRelay {
     this.sink.cork();
     setImmediate(() => {
       this.corked = false;
-      if (!this.sink.writableEnded) this.sink.uncork();
+      // Finishing (storing the conversation before the end): the last events wait and leave with
+      // the end of the response, which uncorks it.
+      if (!this.sink.writableEnded && !this.finishing) this.sink.uncork();
     });
   }
 

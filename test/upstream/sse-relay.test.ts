@@ -172,6 +172,47 @@ describe('SseRelay', () => {
     expect(writes).toEqual([2, 2]);
   });
 
+  it('keeps the last events of a stored stream for the end of the response, written together after the store', async () => {
+    const writes: string[][] = [];
+    // Ends the way an HTTP response does: a last chunk (the chunked terminator) written at end().
+    class Response extends Writable {
+      override end(callback?: () => void): this {
+        this.write('TERM');
+        return super.end(callback);
+      }
+    }
+    const sink = new Response({
+      writev(chunks, callback) {
+        writes.push(chunks.map(({ chunk }) => String(chunk)));
+        callback();
+      },
+      write(chunk, _encoding, callback) {
+        writes.push([String(chunk)]);
+        callback();
+      },
+    });
+    let stored = false;
+    const r = new SseRelay(
+      {
+        operation: OPERATIONS.chat,
+        hideUsage: false,
+        publicModel: null,
+        maxEventBytes: 1024,
+        beforeEnd: () => new Promise<void>((resolve) => setTimeout(() => ((stored = true), resolve()), 5)),
+      },
+      sink,
+    );
+    const finished = new Promise((resolve) => sink.on('finish', resolve));
+    r.accept(Buffer.from(chunk('a')));
+    r.accept(Buffer.from('data: [DONE]\n\n'));
+    r.finish();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toEqual([]);
+    await finished;
+    expect(stored).toBe(true);
+    expect(writes).toEqual([[chunk('a'), 'data: [DONE]\n\n', 'TERM']]);
+  });
+
   it('ends with an error event after a partial event was dropped', async () => {
     const { relay: r, sink } = makeRelay({ hide: true });
     const out: Buffer[] = [];
