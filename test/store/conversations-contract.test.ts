@@ -86,6 +86,21 @@ describe.each(QUOTA_STORE_KINDS)('conversation store contract (%s)', (kind) => {
     expect((await store.conversations.held(mintId('proj'), 5000)).bytes).toBe(0);
   });
 
+  if (kind !== 'memory') it('reads what a project holds once per event-loop turn: the callers of a turn share the read', async () => {
+    const owner = mintId('proj');
+    const first = store.conversations.held(owner, 5000);
+    const same = store.conversations.held(owner, 5000);
+    const otherBound = store.conversations.held(owner, 6000);
+    expect(same).toBe(first);
+    expect(otherBound).not.toBe(first);
+    expect(await first).toEqual({ bytes: 0, maxBytes: 5000 });
+    const kept = await store.conversations.append(append({ projectId: owner, messages: [message('user', 'k'.repeat(200))] }));
+    // A later turn reads again and sees the write.
+    const next = store.conversations.held(owner, 5000);
+    expect(next).not.toBe(first);
+    expect(await next).toEqual({ bytes: kept!.bytes, maxBytes: 5000 });
+  });
+
   it('keeps a per-project bound for projects that exist only', async () => {
     expect(await store.conversations.setMaxBytes(mintId('proj'), 10)).toBe(false);
   });

@@ -120,6 +120,8 @@ function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number
 
 export class RedisConversationStore implements ConversationStore {
   private readonly redis: Scripted;
+  /** held() reads of the current event-loop turn, by project and bound. */
+  private heldThisTurn = new Map<string, Promise<{ bytes: number; maxBytes: number }>>();
 
   constructor(
     redis: RedisClient,
@@ -197,7 +199,23 @@ export class RedisConversationStore implements ConversationStore {
     return bytes === null ? null : Number(bytes);
   }
 
-  async held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
+  /**
+   * The requests of one project that ask within the same event-loop turn share one read: as if
+   * they had all asked at the same instant (a conversation stored meanwhile shows in the next
+   * turn's read, within the overshoot the bound already allows for exchanges in flight).
+   */
+  held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
+    const key = `${projectId}\u0000${defaultMaxBytes}`;
+    let read = this.heldThisTurn.get(key);
+    if (read === undefined) {
+      if (this.heldThisTurn.size === 0) setImmediate(() => (this.heldThisTurn = new Map()));
+      read = this.readHeld(projectId, defaultMaxBytes);
+      this.heldThisTurn.set(key, read);
+    }
+    return read;
+  }
+
+  private async readHeld(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
     const [bytes, maxBytes] = await guard(
       this.redis.novaConversationBytesHeld(
         this.keys.project(projectId),
