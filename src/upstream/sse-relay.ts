@@ -215,19 +215,25 @@ export class SseRelay {
   /**
    * What is written to the client within one event-loop turn leaves in one write: the upstream's
    * chunks that arrived together, and the last events with the end of the response (which, on its
-   * own, would cost a write of 5 bytes). The sink is corked until the turn is over; ending the
-   * response uncorks it at once.
+   * own, would cost a write of 5 bytes). The connection is corked until the turn is over; ending the
+   * response uncorks it at once. The response's socket is corked, not the response: a corked
+   * response holds its chunks back itself, and on Node 22 end() writes them after the final chunk.
    */
   private coalesce(): void {
     if (this.corked) return;
     this.corked = true;
-    this.sink.cork();
+    const target = this.corkTarget();
+    target.cork();
     setImmediate(() => {
       this.corked = false;
       // Finishing (storing the conversation before the end): the last events wait and leave with
       // the end of the response, which uncorks it.
-      if (!this.sink.writableEnded && !this.finishing) this.sink.uncork();
+      if (!this.sink.writableEnded && !this.finishing) target.uncork();
     });
+  }
+
+  private corkTarget(): Writable {
+    return (this.sink as Writable & { socket?: Writable | null }).socket ?? this.sink;
   }
 
   /** Looks at one complete event; returns it, its rewritten form, or null to drop it. */
