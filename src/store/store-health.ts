@@ -90,6 +90,9 @@ export class StoreHealth extends EventEmitter {
   private causeOf(error: unknown): string {
     const cause = describeStoreError(error);
     if (VAGUE_CAUSES.has(cause) && this.lastClientError) return describeStoreError(this.lastClientError);
+    // A command refused for want of a connection, after the store was up: the connection closed
+    // (Redis closed it without an error, e.g. on SHUTDOWN, and the request noticed before the client's event).
+    if (cause === 'not connected' && this.everUp) return 'connection closed';
     return cause;
   }
 

@@ -18,6 +18,26 @@ function recordingLog() {
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6399'), { code: 'ECONNREFUSED' });
 
 describe('StoreHealth', () => {
+  it('names a connection that closed without an error "connection closed", when a request notices before the client does', () => {
+    const log = recordingLog();
+    const client = new EventEmitter();
+    const health = new StoreHealth({ target: '127.0.0.1:6399', ping: async () => undefined, log }).watch(client);
+    health.begin(true);
+    // Redis closed the socket (SHUTDOWN): no 'error' event, and a request fails before 'close' arrives.
+    health.failed(new StoreUnavailableError(new Error("Stream isn't writeable and enableOfflineQueue options is false")));
+    client.emit('close');
+    expect(log.lines.map((line) => line.fields.cause)).toEqual(['connection closed']);
+    health.close();
+
+    // Never connected at all: that is what it says.
+    const startLog = recordingLog();
+    const starting = new StoreHealth({ target: '127.0.0.1:6399', ping: async () => undefined, log: startLog });
+    starting.begin(false);
+    starting.failed(new StoreUnavailableError(new Error("Stream isn't writeable and enableOfflineQueue options is false")));
+    expect(startLog.lines.map((line) => line.fields.cause)).toEqual(['connection timed out']);
+    starting.close();
+  });
+
   it('logs one warn line per outage however many operations fail, and one info line when it ends', async () => {
     const log = recordingLog();
     const client = new EventEmitter();
