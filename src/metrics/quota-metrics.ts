@@ -62,9 +62,13 @@ export class QuotaMetrics {
       help: 'Admitted model requests in flight on this replica.',
       labelNames: projectLabels,
       registers: [registry],
-      // Counted in a plain map per request, read when scraped.
+      // Counted in a plain map per request, read when scraped; a project back at 0 is reported
+      // once more and forgotten, so the map holds only projects with requests in flight.
       collect() {
-        for (const [label, count] of inFlightByProject) this.set(projectLabel ? { project_id: label } : {}, count);
+        for (const [label, count] of inFlightByProject) {
+          this.set(projectLabel ? { project_id: label } : {}, count);
+          if (count === 0) inFlightByProject.delete(label);
+        }
       },
     });
     this.budgetsStoreDown = new Counter({
