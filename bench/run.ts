@@ -156,11 +156,13 @@ interface Target {
   name: string;
   /** The process under test (with its children: nginx's worker), for its CPU time; none for the upstream. */
   pid?: number;
+  /** A gateway: Redis's CPU time per request is measured too (the shared cost every replica adds to). */
+  usesRedis?: boolean;
   chat?: (stream: boolean) => WrkRequest;
   get?: WrkRequest;
 }
 
-type Measured = WrkResult & { cpu_us_per_request?: number };
+type Measured = WrkResult & { cpu_us_per_request?: number; redis_cpu_us_per_request?: number };
 const CLOCK_TICKS = 100;
 
 /** CPU time (user + system) of a process and its direct children, from /proc. */
@@ -225,12 +227,14 @@ async function main() {
     { key: 'bare', name: 'bare @fastify/http-proxy', pid: proxyChild.pid, chat: direct(`${proxyPort}/v1`) },
     {
       key: 'nova',
+      usesRedis: true,
       name: 'nova, every feature on',
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream) }),
     },
     {
       key: 'nova_store',
+      usesRedis: true,
       name: 'nova, every feature on, store: true',
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
@@ -239,13 +243,14 @@ async function main() {
       ? [
           {
             key: 'nova_b',
+            usesRedis: true,
             name: `nova B (${[process.env.BENCH_B_ENV, process.env.BENCH_B_BUILD].filter(Boolean).join(', ')})`,
             pid: gatewayB.child.pid,
             chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }),
           },
         ]
       : []),
-    { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
+    { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, usesRedis: true, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
   const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
 
@@ -269,10 +274,11 @@ async function main() {
   const measure = async (target: Target, mode: Mode, request: WrkRequest, connections: number, seconds: number, warmUp: boolean) => {
     if (warmUp) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
     const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
+    const redisBefore = target.usesRedis ? cpuSeconds(redis.pid!) : 0;
     const measured = await wrk(request, { connections, seconds });
-    const sample: Measured = target.pid
-      ? { ...measured, cpu_us_per_request: Math.round(((cpuSeconds(target.pid) - cpuBefore) * 1e6) / measured.requests) }
-      : measured;
+    const perRequest = (before: number, pid: number) => Math.round(((cpuSeconds(pid) - before) * 1e6) / measured.requests);
+    const sample: Measured = target.pid ? { ...measured, cpu_us_per_request: perRequest(cpuBefore, target.pid) } : measured;
+    if (target.usesRedis) sample.redis_cpu_us_per_request = perRequest(redisBefore, redis.pid!);
     ((samples[target.key] ??= {})[mode] ??= []).push(sample);
     console.log(`${target.name}: ${mode} ${JSON.stringify(sample)}`);
     if (sample.errors > 0) await showOne(request);
@@ -341,7 +347,7 @@ async function main() {
 
   const k = (n?: number) => (n === undefined ? '–' : `${(n / 1000).toFixed(2)}k`);
   const x = (ratio: number | null) => (ratio === null ? '' : ` (${ratio.toFixed(2)}x)`);
-  const rows = [['target', 'JSON req/s', 'stream req/s', 'CPU µs/request (JSON, stream)', 'p50 at 1 connection']];
+  const rows = [['target', 'JSON req/s', 'stream req/s', 'CPU µs/request (JSON, stream)', 'Redis CPU µs/request (JSON, stream)', 'p50 at 1 connection']];
   for (const target of targets) {
     const f = figures[target.key] ?? {};
     rows.push([
@@ -349,6 +355,7 @@ async function main() {
       `${k(f.json?.rps)}${target.key.startsWith('nova') ? x(roundRatio(target.key, 'bare', 'json')) : ''}`,
       `${k(f.stream?.rps)}${target.key.startsWith('nova') ? x(roundRatio(target.key, 'bare', 'stream')) : ''}`,
       f.json?.cpu_us_per_request !== undefined ? `${f.json.cpu_us_per_request}, ${f.stream?.cpu_us_per_request ?? '–'}` : '–',
+      f.json?.redis_cpu_us_per_request !== undefined ? `${f.json.redis_cpu_us_per_request}, ${f.stream?.redis_cpu_us_per_request ?? '–'}` : '–',
       f.one_connection ? `${f.one_connection.p50_ms.toFixed(2)} ms` : '–',
     ]);
   }
