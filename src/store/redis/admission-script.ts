@@ -16,7 +16,11 @@
  *   its expiry), `rl:budget` (day, dt, month, mt, mc: the current UTC day's and month's charges).
  */
 
-/** Brings `rl:sub` (SUB) up to the current sub-window: subtracts and deletes what left the window. */
+/**
+ * Brings `rl:sub` (SUB) up to the current sub-window: subtracts and deletes what left the window.
+ * The current sub-window's counters (`rcur`, `tcur`) and the running sums are held in locals and
+ * written once, by saveSub, at the end of the call.
+ */
 const EXPIRE_SUB_WINDOWS = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -26,12 +30,15 @@ local sub = window / n
 local cur = math.floor(now / sub)
 local first = cur - n
 local function num(v) return tonumber(v) or 0 end
-local meta = redis.call('HMGET', SUB, 'low', 'rs', 'ts', 'mode', 'since')
+-- integers as Redis stores them (HINCRBY reads them back): no exponent, no fraction
+local function int(v) return string.format('%d', v) end
+local meta = redis.call('HMGET', SUB, 'low', 'rs', 'ts', 'mode', 'since', 'r' .. cur, 't' .. cur)
 local low = tonumber(meta[1])
 local rs, ts = num(meta[2]), num(meta[3])
+local rcur, tcur, curChanged = num(meta[6]), num(meta[7]), false
 if low ~= nil and first - low > n then
   redis.call('DEL', SUB)
-  rs, ts, meta[4], meta[5] = 0, 0, false, false
+  rs, ts, meta[4], meta[5], rcur, tcur = 0, 0, false, false, 0, 0
 elseif low ~= nil and low < first then
   for k = low, first - 1 do
     local v = redis.call('HMGET', SUB, 'r' .. k, 't' .. k)
@@ -43,14 +50,22 @@ if rs < 0 then rs = 0 end
 if ts < 0 then ts = 0 end
 if low == nil or low < first then low = first end
 local function saveSub()
-  redis.call('HSET', SUB, 'low', low, 'rs', rs, 'ts', ts)
+  if curChanged then
+    redis.call('HSET', SUB, 'low', low, 'rs', int(rs), 'ts', int(ts), 'r' .. cur, int(rcur), 't' .. cur, int(tcur))
+  else
+    redis.call('HSET', SUB, 'low', low, 'rs', int(rs), 'ts', int(ts))
+  end
   redis.call('PEXPIRE', SUB, math.ceil(window + 2 * sub))
 end
 -- ms until the window's count of prefix (r or t) has dropped to at most target
 local function drain(prefix, total, target)
   local acc = 0
   for k = low, cur do
-    acc = acc + num(redis.call('HGET', SUB, prefix .. k))
+    if k == cur then
+      if prefix == 'r' then acc = acc + rcur else acc = acc + tcur end
+    else
+      acc = acc + num(redis.call('HGET', SUB, prefix .. k))
+    end
     if total - acc <= target then return math.max(1, math.ceil((k + n + 1) * sub - now)) end
   end
   return window
@@ -78,6 +93,9 @@ export const ADMIT_FIELDS = 5;
  * that is current; the lease is released.
  * Admitting: a spent budget first, then the request rate (window, else burst), the token rate
  * and the concurrency cap; writes only when every check passes (a refusal costs nothing).
+ * Each hash is read once and written once per call, whatever the number of requests it carries:
+ * the counters live in locals in between (the script runs atomically, so no one sees them stale),
+ * which keeps a busy project's Redis time per request to its lease's ZADD and ZREM.
  * Returns 22 values per admission (see RedisQuotaStore).
  */
 export const TURN_SCRIPT = `
@@ -87,33 +105,49 @@ local burstWindow = tonumber(ARGV[3])
 local leaseTtl = tonumber(ARGV[5])
 local admissionsFrom = 9 + tonumber(ARGV[8]) * ${SETTLE_FIELDS}
 
-local b = nil
+-- The budget hash, read at most once per call and written once at its end.
+local bud, budChanged = nil, false
+local function budget()
+  if not bud then
+    local v = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
+    bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5])}
+  end
+  return bud
+end
+
+-- earlier sub-windows' token counts that settlements correct: each read and written once
+local earlier, released = {}, {}
 for o = 9, admissionsFrom - 1, ${SETTLE_FIELDS} do
   local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
   local usedTokens, usedCost = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
   if rateTokens >= 0 then
     local delta = usedTokens - rateTokens
-    if slot >= low then
-      local v = num(redis.call('HGET', SUB, 't' .. slot)) + delta
+    if slot == cur then
+      local v = tcur + delta
       if v < 0 then delta, v = delta - v, 0 end
-      redis.call('HSET', SUB, 't' .. slot, v)
+      tcur, curChanged = v, true
+      ts = ts + delta
+    elseif slot >= low then
+      local v = (earlier[slot] or num(redis.call('HGET', SUB, 't' .. slot))) + delta
+      if v < 0 then delta, v = delta - v, 0 end
+      earlier[slot] = v
       ts = ts + delta
     elseif delta > 0 then
-      redis.call('HINCRBY', SUB, 't' .. cur, delta)
+      tcur, curChanged = tcur + delta, true
       ts = ts + delta
     end
     if ts < 0 then ts = 0 end
   end
   if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
-    b = b or redis.call('HMGET', KEYS[6], 'day', 'month')
-    if dayTokens >= 0 and b[1] == ARGV[o + 7] then redis.call('HINCRBY', KEYS[6], 'dt', usedTokens - dayTokens) end
-    if monthTokens >= 0 and b[2] == ARGV[o + 8] then redis.call('HINCRBY', KEYS[6], 'mt', usedTokens - monthTokens) end
-    if costCharged >= 0 and b[2] == ARGV[o + 8] then
-      redis.call('HINCRBYFLOAT', KEYS[6], 'mc', string.format('%.17g', usedCost - costCharged))
-    end
+    local g = budget()
+    if dayTokens >= 0 and g.day == ARGV[o + 7] then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
+    if monthTokens >= 0 and g.month == ARGV[o + 8] then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
+    if costCharged >= 0 and g.month == ARGV[o + 8] then g.mc, budChanged = g.mc + usedCost - costCharged, true end
   end
-  if ARGV[o + 10] == '1' then redis.call('ZREM', KEYS[5], ARGV[o + 9]) end
+  if ARGV[o + 10] == '1' then released[#released + 1] = ARGV[o + 9] end
 end
+if #released > 0 then redis.call('ZREM', KEYS[5], unpack(released)) end
+for slot, v in pairs(earlier) do redis.call('HSET', SUB, 't' .. slot, int(v)) end
 
 local out = {}
 if admissionsFrom <= #ARGV then
@@ -134,17 +168,26 @@ if admissionsFrom <= #ARGV then
   elseif meta[4] ~= 'sub' then
     redis.call('HSET', SUB, 'mode', 'sub')
   end
-  if maxc then redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now) end
+  -- the burst bucket as of now (one read; written back once if spent), the leases in flight
+  local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
+  local btok = burst
+  if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
+  local burstSpent = false
+  local held, leased = 0, {}
+  if maxc then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+    held = redis.call('ZCARD', KEYS[5])
+  end
 
   for a = admissionsFrom, #ARGV, ${ADMIT_FIELDS} do
     local id, est, cost, day, month = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
     local refused = ''
     -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
-    local bud, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
+    local g, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
     if daily or monthly or mcost then
-      bud = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
-      if bud[1] and bud[1] >= day then dayFresh, dt = false, num(bud[2]) end
-      if bud[3] and bud[3] >= month then monthFresh, mt, mc = false, num(bud[4]), num(bud[5]) end
+      g = budget()
+      if g.day and g.day >= day then dayFresh, dt = false, g.dt end
+      if g.month and g.month >= month then monthFresh, mt, mc = false, g.mt, g.mc end
       if daily and (dt >= daily or dt + est > daily) then refused = 'daily_tokens'
       elseif monthly and (mt >= monthly or mt + est > monthly) then refused = 'monthly_tokens'
       elseif mcost and (mc >= mcost or mc + cost > mcost) then refused = 'monthly_cost' end
@@ -158,17 +201,11 @@ if admissionsFrom <= #ARGV then
     else
       used = rs
     end
-    local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
-    local btok = burst
-    if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
     local useWindow = used < rpm
     if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
     if refused == '' and tpm and ts + est > tpm then refused = 'tokens' end
-    local inflight = 0
-    if maxc then
-      inflight = redis.call('ZCARD', KEYS[5])
-      if refused == '' and inflight >= maxc then refused = 'concurrency' end
-    end
+    local inflight = held
+    if refused == '' and maxc and inflight >= maxc then refused = 'concurrency' end
 
     local retry, rateTokens, dayTokens, monthTokens, costCharged, lease = 0, -1, -1, -1, 0, 0
     if refused == '' then
@@ -177,29 +214,28 @@ if admissionsFrom <= #ARGV then
           redis.call('ZADD', KEYS[2], now, id)
           redis.call('PEXPIRE', KEYS[2], window)
         end
-        redis.call('HINCRBY', SUB, 'r' .. cur, 1)
+        rcur, curChanged = rcur + 1, true
         rs, used = rs + 1, used + 1
       else
-        btok = btok - 1
-        redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
-        redis.call('PEXPIRE', KEYS[3], burstWindow)
+        btok, burstSpent = btok - 1, true
       end
       if tpm then
-        redis.call('HINCRBY', SUB, 't' .. cur, est)
+        tcur, curChanged = tcur + est, true
         ts, rateTokens = ts + est, est
       end
       if maxc then
-        redis.call('ZADD', KEYS[5], now + leaseTtl, id)
-        redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
-        inflight, lease = inflight + 1, 1
+        leased[#leased + 1] = now + leaseTtl
+        leased[#leased + 1] = id
+        held = held + 1
+        inflight, lease = held, 1
       end
-      if bud then
-        if dayFresh then redis.call('HSET', KEYS[6], 'day', day, 'dt', 0) end
-        if monthFresh then redis.call('HSET', KEYS[6], 'month', month, 'mt', 0, 'mc', 0) end
-        if daily then redis.call('HINCRBY', KEYS[6], 'dt', est); dayTokens = est end
-        if monthly then redis.call('HINCRBY', KEYS[6], 'mt', est); monthTokens = est end
-        if mcost then redis.call('HINCRBYFLOAT', KEYS[6], 'mc', cost); costCharged = 1 end
-        redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
+      if g then
+        if dayFresh then g.day, g.dt = day, 0 end
+        if monthFresh then g.month, g.mt, g.mc = month, 0, 0 end
+        if daily then g.dt = g.dt + est; dayTokens = est end
+        if monthly then g.mt = g.mt + est; monthTokens = est end
+        if mcost then g.mc = g.mc + cost; costCharged = 1 end
+        budChanged = true
       end
     elseif refused == 'requests' then
       if logMode and used >= rpm and used == redis.call('ZCARD', KEYS[2]) then
@@ -234,6 +270,25 @@ if admissionsFrom <= #ARGV then
       cur, rateTokens, dayTokens, monthTokens, costCharged, lease}
     for i = 1, #decision do out[#out + 1] = decision[i] end
   end
+  if burstSpent then
+    redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
+    redis.call('PEXPIRE', KEYS[3], burstWindow)
+  end
+  if #leased > 0 then
+    redis.call('ZADD', KEYS[5], unpack(leased))
+    redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
+  end
+end
+if budChanged then
+  local fields = {}
+  if bud.day then
+    for _, v in ipairs({'day', bud.day, 'dt', int(bud.dt)}) do fields[#fields + 1] = v end
+  end
+  if bud.month then
+    for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc)}) do fields[#fields + 1] = v end
+  end
+  redis.call('HSET', KEYS[6], unpack(fields))
+  redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
 end
 saveSub()
 return out
