@@ -1,16 +1,17 @@
 import type { FastifyInstance } from 'fastify';
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { SeriesCounter } from './series-counter.js';
 import { SeriesHistogram } from './series-histogram.js';
 
 const LABELS = ['method', 'route', 'status_code'] as const;
 
 /** Every response, by route template (never the raw URL: ids would explode the series). */
 export class HttpMetrics {
-  readonly requests: Counter<(typeof LABELS)[number]>;
+  readonly requests: SeriesCounter<(typeof LABELS)[number]>;
   readonly duration: SeriesHistogram<(typeof LABELS)[number]>;
 
   constructor(registry: Registry) {
-    this.requests = new Counter({
+    this.requests = new SeriesCounter({
       name: 'nova_http_requests_total',
       help: 'HTTP requests answered, by method, route template and status code.',
       labelNames: LABELS,

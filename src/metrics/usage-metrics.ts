@@ -1,15 +1,16 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { SeriesCounter } from './series-counter.js';
 
 /**
  * Usage as this replica counted it (sum over replicas for the fleet), and the state of
  * the write buffer that carries it to the store.
  */
 export class UsageMetrics {
-  readonly requests: Counter<string>;
-  readonly tokens: Counter<string>;
-  readonly images: Counter<string>;
-  readonly audioSeconds: Counter<string>;
-  readonly cost: Counter<string>;
+  readonly requests: SeriesCounter<string>;
+  readonly tokens: SeriesCounter<string>;
+  readonly images: SeriesCounter<string>;
+  readonly audioSeconds: SeriesCounter<string>;
+  readonly cost: SeriesCounter<string>;
   readonly invalidValues: Counter<string>;
   readonly storageBytes: Gauge<string>;
   readonly buffered: Gauge;
@@ -28,31 +29,31 @@ export class UsageMetrics {
     private readonly projectLabel: boolean,
   ) {
     const project = projectLabel ? ['project_id'] : [];
-    this.requests = new Counter({
+    this.requests = new SeriesCounter({
       name: 'nova_usage_requests_total',
       help: 'Admitted /v1 requests.',
       labelNames: project,
       registers: [registry],
     });
-    this.tokens = new Counter({
+    this.tokens = new SeriesCounter({
       name: 'nova_usage_tokens_total',
       help: 'Model tokens by type (prompt, completion) and model, as reported by the upstream.',
       labelNames: [...project, 'gen_ai_request_model', 'type'],
       registers: [registry],
     });
-    this.images = new Counter({
+    this.images = new SeriesCounter({
       name: 'nova_usage_image_generations_total',
       help: 'Generated images.',
       labelNames: [...project, 'gen_ai_request_model'],
       registers: [registry],
     });
-    this.audioSeconds = new Counter({
+    this.audioSeconds = new SeriesCounter({
       name: 'nova_usage_audio_seconds_total',
       help: 'Seconds of audio processed.',
       labelNames: [...project, 'gen_ai_request_model'],
       registers: [registry],
     });
-    this.cost = new Counter({
+    this.cost = new SeriesCounter({
       name: 'nova_usage_cost_dollars_total',
       help: 'Cost in dollars by model, from the pricing of the target that served each request (models[].pricing, fallbacks[].pricing).',
       labelNames: [...project, 'gen_ai_request_model'],
