@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FormData } from 'undici';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
+import type { CallSignal } from './call-signal.js';
 import { echoResponse } from './echo-provider.js';
 import { upstreamError } from '../http/errors.js';
 import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
@@ -18,7 +19,7 @@ export interface CallOptions {
   requestId: string;
   stream: boolean;
   /** Aborted with a ClientGone reason when the client disconnects. */
-  signal: AbortSignal;
+  signal: CallSignal;
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -36,24 +37,47 @@ export async function readBody(body: Readable, limit = Number.POSITIVE_INFINITY)
 
 /**
  * Reads a whole reply, failing with a 502 (and closing the upstream connection) past `limit`
- * bytes, so no reply can hold unbounded memory.
+ * bytes, so no reply can hold unbounded memory. Listeners, not an async iterator: this is on
+ * every JSON request's path, and the iterator's promise per chunk costs more than the read.
  */
-export async function readBounded(body: Readable, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      size += (chunk as Buffer).length;
+export function readBounded(body: Readable, limit: number): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    // The error listener stays: an error after the end, or from the destroy below, is swallowed.
+    const stop = () => {
+      settled = true;
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
       if (size > limit) {
+        stop();
         body.destroy();
-        throw upstreamError(`The model backend sent a reply larger than the gateway accepts (${limit} bytes).`);
+        reject(upstreamError(`The model backend sent a reply larger than the gateway accepts (${limit} bytes).`));
+        return;
       }
-      chunks.push(chunk as Buffer);
-    }
-  } catch (error) {
-    throw mapUpstreamFailure(error);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (error: unknown) => {
+      if (settled) return;
+      stop();
+      reject(mapUpstreamFailure(error));
+    };
+    // Closed before its end, without an error: the reply was cut short.
+    const onClose = () => onError(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('error', onError);
+    body.on('close', onClose);
+  });
 }
 
 export interface TargetRequest {
