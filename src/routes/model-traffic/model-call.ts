@@ -6,6 +6,7 @@ import { costOf } from '../../quota/cost.js';
 import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
 import type { Operation } from '../../upstream/operations.js';
 import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from '../../upstream/upstream-call.js';
+import { CallSignal } from '../../upstream/call-signal.js';
 import { ClientGone } from '../../upstream/upstream-errors.js';
 
 export interface CallOutcome {
@@ -26,7 +27,8 @@ export function outcomeOf(error: unknown): string {
 
 /** One model request in progress (chat, completions, embeddings, responses): what every route and path needs. */
 export class ModelCall {
-  readonly controller = new AbortController();
+  /** Fired when the client leaves: cancels the upstream request whichever stage it is in. */
+  readonly signal = new CallSignal();
   private finished = false;
 
   constructor(
@@ -49,7 +51,7 @@ export class ModelCall {
 
   /** Sends the body built for each target to the model's targets in order (fallbacks before the first byte). */
   send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
-    const options = { requestId: this.request.id, stream: this.stream, signal: this.controller.signal };
+    const options = { requestId: this.request.id, stream: this.stream, signal: this.signal };
     return requestWithFallback(
       targets === this.model.targets ? this.model : { ...this.model, targets },
       (target) => callTarget(target, this.operation, this.model.id, bodyFor(this.upstreamModelOf(target)), options),
@@ -64,14 +66,14 @@ export class ModelCall {
    */
   async run(work: () => Promise<unknown>): Promise<never> {
     this.reply.raw.once('close', () => {
-      if (!this.reply.raw.writableEnded) this.controller.abort(new ClientGone());
+      if (!this.reply.raw.writableEnded) this.signal.abort(new ClientGone());
     });
     try {
       // A JSON path returns its answer; a streaming path has sent the stream (typed loosely).
       return (await work()) as never;
     } catch (error) {
       this.finish({ outcome: outcomeOf(error), promptTokens: 0, completionTokens: 0, storageBytes: 0, attempt: null });
-      if (this.controller.signal.aborted) {
+      if (this.signal.aborted) {
         // Nobody is left to answer.
         this.reply.hijack();
         this.reply.raw.destroy();

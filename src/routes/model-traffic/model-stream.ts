@@ -74,7 +74,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
 
   upstream.once('end', () => call.observeUpstream(attempt, String(response.status)));
   upstream.once('error', (error) => {
-    if (call.controller.signal.aborted || upstreamFailure) return;
+    if (call.signal.aborted || upstreamFailure) return;
     breakOff(mapUpstreamFailure(error), 'upstream stream broke off');
   });
   traffic.activeStreams.inc();
@@ -82,7 +82,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     traffic.activeStreams.dec();
     if (ended) return;
     // The client went away (or the response failed) before the stream ended.
-    call.controller.abort();
+    call.signal.abort();
     upstream.destroy();
     call.finish({ outcome: 'client_closed', ...usageOf(), storageBytes: 0, attempt });
   });

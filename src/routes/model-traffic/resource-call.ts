@@ -5,6 +5,7 @@ import { modelNotFound, upstreamError } from '../../http/errors.js';
 import { costOf } from '../../quota/cost.js';
 import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
 import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../../upstream/upstream-call.js';
+import { CallSignal } from '../../upstream/call-signal.js';
 import { ClientGone } from '../../upstream/upstream-errors.js';
 
 const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
@@ -28,12 +29,12 @@ export async function callResource(
   model: RegisteredModel,
   requestFor: (upstreamModel: string) => TargetRequest,
 ): Promise<UpstreamResponse & { target: Target }> {
-  const controller = new AbortController();
+  const signal = new CallSignal();
   reply.raw.once('close', () => {
-    if (!reply.raw.writableEnded) controller.abort(new ClientGone());
+    if (!reply.raw.writableEnded) signal.abort(new ClientGone());
   });
   const traffic = ctx.metrics.modelTraffic;
-  const options = { requestId: request.id, stream: false, signal: controller.signal };
+  const options = { requestId: request.id, stream: false, signal };
   const send = (target: Target) => {
     // Config validation keeps the echo provider to chat.
     if (target.kind !== 'http') throw modelNotFound();

@@ -104,7 +104,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
               path: `/responses/${encodeURIComponent(responseId)}${suffix}${query === -1 ? '' : request.url.slice(query)}`,
               accept: streamed ? 'text/event-stream' : 'application/json',
             },
-            { requestId: request.id, stream: streamed, signal: call.controller.signal },
+            { requestId: request.id, stream: streamed, signal: call.signal },
           );
           if (response.status < 200 || response.status >= 300) {
             call.observeUpstream(attempt, String(response.status));
