@@ -28,7 +28,7 @@ export class SeriesCounter<T extends string> extends SeriesMetric<T, CounterSeri
 
   async get() {
     const values = [];
-    for (const { labels, value } of this.series.values()) values.push({ value, labels });
+    for (const { labels, value } of this.series) values.push({ value, labels });
     return { help: this.help, name: this.name, type: this.type, values, aggregator: this.aggregator };
   }
 

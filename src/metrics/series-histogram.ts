@@ -45,7 +45,7 @@ export class SeriesHistogram<T extends string> extends SeriesMetric<T, Series> {
   /** For the text exposition (prom-client's registry prefers it to get()). */
   async getForPromString() {
     const values: ExportedValue[] = [];
-    for (const series of this.series.values()) {
+    for (const series of this.series) {
       let cumulative = 0;
       this.bounds.forEach((bound, slot) => {
         cumulative += series.counts[slot]!;

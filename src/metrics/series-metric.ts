@@ -9,8 +9,9 @@ export interface SeriesMetricOptions<T extends string> {
 
 /**
  * A metric for the request path, registered in a prom-client Registry and exported exactly as
- * prom-client's own (same text, same JSON). A recording finds its series in a Map by its label
- * values: prom-client validates the label names and hashes the labels on every call, about a
+ * prom-client's own (same text, same JSON). A recording finds its series through one Map per
+ * label, keyed by the label's value (strings keep their hash, so nothing is built or hashed per
+ * call): prom-client validates the label names and hashes the labels on every call, about a
  * microsecond each, and a chat request records more than a dozen. Label names are checked once,
  * when a series is first seen.
  */
@@ -20,7 +21,10 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
   readonly name: string;
   readonly help: string;
   private readonly labelNames: readonly T[];
-  protected series = new Map<string, S>();
+  /** The series in the order they were first seen (prom-client's export order). */
+  protected series: S[] = [];
+  /** Maps nested one level per label name; the last level holds the series. */
+  private byValue = new Map<unknown, unknown>();
 
   constructor(options: SeriesMetricOptions<T>) {
     this.name = options.name;
@@ -34,16 +38,30 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
   }
 
   reset(): void {
-    this.series = new Map();
+    this.series = [];
+    this.byValue = new Map();
   }
 
   protected seriesOf(labels: Record<T, string>): S {
-    let key = '';
-    for (const name of this.labelNames) key += `${labels[name]}\u0000`;
-    let series = this.series.get(key);
+    const names = this.labelNames;
+    let level = this.byValue;
+    // No labels: the one series sits under the key undefined.
+    const last = names.length - 1;
+    for (let i = 0; i < last; i++) {
+      const value = labels[names[i]!];
+      let next = level.get(value) as Map<unknown, unknown> | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(value, next);
+      }
+      level = next;
+    }
+    const value = last < 0 ? undefined : labels[names[last]!];
+    let series = level.get(value) as S | undefined;
     if (series === undefined) {
       series = this.newSeries(this.ownLabels(labels));
-      this.series.set(key, series);
+      level.set(value, series);
+      this.series.push(series);
     }
     return series;
   }
