@@ -70,6 +70,8 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
     });
     expect(body.choices[0].message.content).toBe('Hello from the fake upstream.');
     expect(body.conversation_id).toMatch(/^conv_[0-9A-Za-z]{16,}$/);
+    // The envelope first, then the upstream's fields in its order, then what the gateway adds.
+    expect(Object.keys(body)).toEqual(['id', 'object', 'status', 'created', 'model', 'choices', 'usage', 'conversation_id']);
     const [sent] = upstream.requests;
     expect(sent!.path).toBe('/default/v1/chat/completions');
     expect(sent!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);

@@ -48,13 +48,13 @@ export async function completeJson(
   ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
   call.finish({ outcome: 'completed', promptTokens, completionTokens, storageBytes, attempt, log: { conversation_id: plan.id } });
   const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;
-  const answer = envelope(id, {
-    ...completion,
-    created: typeof completion.created === 'number' ? completion.created : Math.floor(ctx.now() / 1000),
-    model: model.id,
-    usage: { ...completion.usage, prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-    conversation_id: plan.id,
-  });
+  // Set on the envelope itself (one copy of the upstream's fields): a field the upstream sent
+  // keeps its place, a new one comes last, as with spreading.
+  const answer: Record<string, unknown> = envelope(id, completion);
+  answer.created = typeof completion.created === 'number' ? completion.created : Math.floor(ctx.now() / 1000);
+  answer.model = model.id;
+  answer.usage = { ...completion.usage, prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  answer.conversation_id = plan.id;
   // Serialised once, natively: the answer is the upstream's own open-ended object, which the
   // route's response schema (for /openapi.json) would walk field by field to no effect.
   reply.header('content-type', 'application/json; charset=utf-8');
