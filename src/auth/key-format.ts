@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { encodeBase62, randomBase62 } from '../ids.js';
 
 export const SECRET_PREFIX = 'nova_sk_';
@@ -43,10 +43,11 @@ export function mayHoldSecret(text: string): boolean {
 
 /**
  * The secrets are 190-bit random strings, so a fast hash is as strong as a slow one
- * here, and it keeps a cache miss cheap.
+ * here, and it keeps a cache miss cheap. Every request hashes its key (the cache is keyed by
+ * the hash, so no secret is held): the one-shot `hash` costs a third of a Hash object.
  */
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('base64url');
+  return hash('sha256', secret, 'base64url');
 }
 
 export function redactSecret(secret: string): string {
