@@ -85,11 +85,13 @@ describe('admission script work on Redis', () => {
       expect(decisions.map((d) => d.inFlight)).toEqual(Array.from({ length: 64 }, (_, i) => i + 2));
       many = decisions.map((d) => d.reservation!);
     });
+    console.info(`script commands: admit ${admitOne}`);
     expect(admitOne).toBeGreaterThan(0);
     expect(admitMany).toBe(admitOne);
 
     const settleOne = await scriptCommands(() => settleTogether(one));
     const settleMany = await scriptCommands(() => settleTogether(many));
+    console.info(`script commands: settle ${settleOne}`);
     expect(settleOne).toBeGreaterThan(0);
     expect(settleMany).toBe(settleOne);
 
