@@ -18,8 +18,14 @@ async function pour(response: ServerResponse, head: string): Promise<number> {
   while (!closed && written < HUGE) {
     written += PIECE.length;
     if (!response.write(PIECE)) await new Promise<void>((resolve) => {
-      response.once('drain', resolve);
-      response.once('close', resolve);
+      // Both listeners go once either fires (one left behind per wait would pile up on the response).
+      const done = () => {
+        response.off('drain', done);
+        response.off('close', done);
+        resolve();
+      };
+      response.once('drain', done);
+      response.once('close', done);
     });
   }
   if (!closed) response.end();

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { addLogFields, installAccessLog } from '../../src/http/access-log.js';
 import { createLogger } from '../../src/logger.js';
 import { buildTestApp, createProject, type TestApp } from '../support/test-app.js';
@@ -72,7 +72,7 @@ describe('access log line', () => {
   it('writes nothing below info, and lets pino censor a field a redaction path names', async () => {
     const probe = async (level: string) => {
       const { stream, lines } = capture();
-      const app = Fastify({ loggerInstance: createLogger(level, stream) as FastifyBaseLogger, disableRequestLogging: true });
+      const app = Fastify({ loggerInstance: createLogger(level, stream) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
       installAccessLog(app);
       app.addHook('onRequest', (request, _reply, done) => {
         addLogFields(request, { secret: 'sk-should-never-appear', api_key: { secret: 'sk-nested' }, model: 'm' }, 'unused');
