@@ -5,6 +5,7 @@ import type {
   MessagePage,
   MessageRecord,
 } from '../conversation-types.js';
+import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import { RECONCILE_LUA } from './usage.js';
@@ -118,8 +119,16 @@ function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number
   };
 }
 
+interface PendingAppend {
+  args: (string | number)[];
+  resolve: (reply: (string | number)[] | null) => void;
+  reject: (error: unknown) => void;
+}
+
 export class RedisConversationStore implements ConversationStore {
   private readonly redis: Scripted;
+  /** Appends waiting for the end of the current event-loop turn, by project (see sendAppend). */
+  private appendsThisTurn = new Map<string, PendingAppend[]>();
   /** held() reads of the current event-loop turn, by project and bound. */
   private heldThisTurn = new Map<string, Promise<{ bytes: number; maxBytes: number }>>();
 
@@ -157,26 +166,65 @@ export class RedisConversationStore implements ConversationStore {
       bytes += Buffer.byteLength(json);
       pairs.push(message.id, json);
     }
-    const reply = await guard(
-      this.redis.novaAppendConversation(
-        ...this.keysOf(append.projectId, append.conversationId),
-        this.keys.usageStorageExpiry(append.projectId),
-        this.keys.usageStorageSizes(append.projectId),
-        this.keys.conversationBytesHeld(append.projectId),
-        append.existing ? '1' : '0',
-        append.projectId,
-        append.conversationId,
-        append.model,
-        new Date(append.nowMs).toISOString(),
-        append.retentionSeconds,
-        bytes,
-        ...pairs,
-      ),
-    );
+    const reply = await this.sendAppend(append.projectId, [
+      ...this.keysOf(append.projectId, append.conversationId),
+      this.keys.usageStorageExpiry(append.projectId),
+      this.keys.usageStorageSizes(append.projectId),
+      this.keys.conversationBytesHeld(append.projectId),
+      append.existing ? '1' : '0',
+      append.projectId,
+      append.conversationId,
+      append.model,
+      new Date(append.nowMs).toISOString(),
+      append.retentionSeconds,
+      bytes,
+      ...pairs,
+    ]);
     if (!reply) return null;
     const fields: Record<string, string> = {};
     for (let i = 0; i < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1]);
     return recordFrom(fields, Number(fields.ttl_ms), append.nowMs);
+  }
+
+  /**
+   * The appends of one project within one event-loop turn leave together, in one pipeline: each
+   * command written alone costs a system call (no auto-pipelining, see connect.ts), and a busy
+   * replica stores a conversation per request. A pipeline's keys share the project's hash tag,
+   * so it runs on Cluster; each append keeps its own reply, error and timeout, and their order.
+   */
+  private sendAppend(projectId: string, args: (string | number)[]): Promise<(string | number)[] | null> {
+    let turn = this.appendsThisTurn.get(projectId);
+    if (turn === undefined) {
+      if (this.appendsThisTurn.size === 0) setImmediate(() => this.flushAppends());
+      turn = [];
+      this.appendsThisTurn.set(projectId, turn);
+    }
+    const queued = turn;
+    return new Promise((resolve, reject) => queued.push({ args, resolve, reject }));
+  }
+
+  private flushAppends(): void {
+    const turns = this.appendsThisTurn;
+    this.appendsThisTurn = new Map();
+    for (const appends of turns.values()) {
+      if (appends.length === 1) {
+        const [only] = appends;
+        guard(this.redis.novaAppendConversation(...only!.args)).then(only!.resolve, only!.reject);
+        continue;
+      }
+      const pipeline = this.redis.pipeline() as ChainableCommander & Pick<Scripted, 'novaAppendConversation'>;
+      for (const { args } of appends) void pipeline.novaAppendConversation(...args);
+      const replies = pipeline.exec();
+      appends.forEach(({ resolve, reject }, index) => {
+        guard(
+          replies.then((results) => {
+            const [error, value] = results?.[index] ?? [new Error('pipeline discarded'), null];
+            if (error) throw error;
+            return value as (string | number)[] | null;
+          }),
+        ).then(resolve, reject);
+      });
+    }
   }
 
   async messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null> {
