@@ -19,8 +19,8 @@
  * BENCH_RESULTS (directory of the JSON, default bench/results).
  * A/B: BENCH_B_ENV (`KEY=VALUE,...`, e.g. `LOG_LEVEL=warn` or `REDIS_URL=` for the in-memory store)
  * and/or BENCH_B_BUILD (a gateway compiled elsewhere: `tsc -p tsconfig.build.json --outDir <dir>`
- * in a checkout of another commit) start a second gateway, target `nova_b`, measured in the same
- * rounds as `nova`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
+ * in a checkout of another commit) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
+ * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -248,6 +248,17 @@ async function main() {
             pid: gatewayB.child.pid,
             chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }),
           },
+          {
+            key: 'nova_b_store',
+            usesRedis: true,
+            name: `nova B, store: true`,
+            pid: gatewayB.child.pid,
+            chat: (stream: boolean) => ({
+              url: `${gatewayB.url}/v1/chat/completions`,
+              headers: { authorization: `Bearer ${gatewayB.secret}` },
+              body: chatBody(stream, { store: true }),
+            }),
+          },
         ]
       : []),
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, usesRedis: true, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
@@ -340,7 +351,14 @@ async function main() {
     added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
-    ...(gatewayB ? { b_vs_nova_json: roundRatio('nova_b', 'nova', 'json'), b_vs_nova_stream: roundRatio('nova_b', 'nova', 'stream') } : {}),
+    ...(gatewayB
+      ? {
+          b_vs_nova_json: roundRatio('nova_b', 'nova', 'json'),
+          b_vs_nova_stream: roundRatio('nova_b', 'nova', 'stream'),
+          b_vs_nova_store_json: roundRatio('nova_b_store', 'nova_store', 'json'),
+          b_vs_nova_store_stream: roundRatio('nova_b_store', 'nova_store', 'stream'),
+        }
+      : {}),
     held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb?: number } | undefined)?.rss_peak_mb ?? null,
     held_streams_ttfb_added_p50_ms: (results.held_streams as { ttfb_added_p50_ms?: number } | undefined)?.ttfb_added_p50_ms ?? null,
   };
