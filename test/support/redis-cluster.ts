@@ -17,7 +17,21 @@ export class RedisCluster {
     private readonly dir: string,
   ) {}
 
+  /**
+   * A port found free can be taken by a parallel test before its node binds it (the node then
+   * exits and never answers): a failed start is retried on new ports, three times in all.
+   */
   static async start(masters = 3): Promise<RedisCluster> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await RedisCluster.startOnce(masters);
+      } catch (error) {
+        if (attempt === 3) throw error;
+      }
+    }
+  }
+
+  private static async startOnce(masters: number): Promise<RedisCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'nova-cluster-'));
     const ports: number[] = [];
     const children: ChildProcess[] = [];

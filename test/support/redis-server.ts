@@ -51,10 +51,18 @@ export class RedisProcess {
     this.dir = mkdtempSync(join(tmpdir(), 'nova-redis-'));
   }
 
+  /** Without a given port, a start that loses its port to a parallel test is retried on another (three times in all). */
   static async start(options: { port?: number; args?: string[] } = {}): Promise<RedisProcess> {
-    const redis = new RedisProcess(options.port ?? (await freePort()), options.args ?? []);
-    await redis.spawn();
-    return redis;
+    for (let attempt = 1; ; attempt++) {
+      const redis = new RedisProcess(options.port ?? (await freePort()), options.args ?? []);
+      try {
+        await redis.spawn();
+        return redis;
+      } catch (error) {
+        await redis.stop();
+        if (options.port !== undefined || attempt === 3) throw error;
+      }
+    }
   }
 
   get url(): string {
