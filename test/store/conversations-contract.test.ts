@@ -61,20 +61,20 @@ describe.each(QUOTA_STORE_KINDS)('conversation store contract (%s)', (kind) => {
   it('keeps each append of one event-loop turn apart (one pipeline on Redis): its own record, its order, its refusal', async () => {
     const id = mintId('conv');
     const other = mintId('proj');
-    // Started and continued in the same turn, beside ten others, one of another project and one
-    // that continues a conversation that does not exist.
+    // Started and continued in the same turn, beside 130 others (more than one pipeline holds),
+    // one of another project and one that continues a conversation that does not exist.
     const [started, continued, missing, foreign, ...rest] = await Promise.all([
       store.conversations.append(append({ conversationId: id, messages: [message('user', 'one')] })),
       store.conversations.append(append({ conversationId: id, messages: [message('assistant', 'two'), message('user', 'three')], existing: true, model: 'm2' })),
       store.conversations.append(append({ existing: true, messages: [message('user', 'lost')] })),
       store.conversations.append(append({ projectId: other, messages: [message('user', 'elsewhere')] })),
-      ...Array.from({ length: 10 }, (_, i) => store.conversations.append(append({ messages: [message('user', 'x'.repeat(i + 1))] }))),
+      ...Array.from({ length: 130 }, (_, i) => store.conversations.append(append({ messages: [message('user', 'x'.repeat(i + 1))] }))),
     ]);
     expect(started).toMatchObject({ id, message_count: 1, model: 'm' });
     expect(continued).toMatchObject({ id, message_count: 3, model: 'm2' });
     expect(missing).toBeNull();
     expect(foreign).toMatchObject({ project_id: other, message_count: 1 });
-    expect(rest.map((record) => record!.bytes)).toEqual(Array.from({ length: 10 }, (_, i) => storedBytes([message('user', 'x'.repeat(i + 1))])));
+    expect(rest.map((record) => record!.bytes)).toEqual(Array.from({ length: 130 }, (_, i) => storedBytes([message('user', 'x'.repeat(i + 1))])));
     const page = await store.conversations.messages(projectId, id, null, 10);
     expect(page!.data.map((m) => m.content)).toEqual(['one', 'two', 'three']);
   });

@@ -8,6 +8,7 @@ import type {
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
+import { TurnBatches } from './turn-batches.js';
 import { RECONCILE_LUA } from './usage.js';
 import type { KeyNames } from './key-names.js';
 
@@ -119,6 +120,10 @@ function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number
   };
 }
 
+const newList = (): PendingAppend[] => [];
+/** Most appends in one pipeline, so that no write grows without bound; a full one leaves at once. */
+const MAX_PIPELINED_APPENDS = 128;
+
 interface PendingAppend {
   args: (string | number)[];
   resolve: (reply: (string | number)[] | null) => void;
@@ -128,9 +133,9 @@ interface PendingAppend {
 export class RedisConversationStore implements ConversationStore {
   private readonly redis: Scripted;
   /** Appends waiting for the end of the current event-loop turn, by project (see sendAppend). */
-  private appendsThisTurn = new Map<string, PendingAppend[]>();
-  /** held() reads of the current event-loop turn, by project and bound. */
-  private heldThisTurn = new Map<string, Promise<{ bytes: number; maxBytes: number }>>();
+  private readonly appends = new TurnBatches<PendingAppend[]>((appends) => this.sendAppends(appends));
+  /** held() reads of the current event-loop turn, by project and bound: shared, then forgotten. */
+  private readonly heldReads = new TurnBatches<Promise<{ bytes: number; maxBytes: number }>>(() => undefined);
 
   constructor(
     redis: RedisClient,
@@ -193,38 +198,30 @@ export class RedisConversationStore implements ConversationStore {
    * so it runs on Cluster; each append keeps its own reply, error and timeout, and their order.
    */
   private sendAppend(projectId: string, args: (string | number)[]): Promise<(string | number)[] | null> {
-    let turn = this.appendsThisTurn.get(projectId);
-    if (turn === undefined) {
-      if (this.appendsThisTurn.size === 0) setImmediate(() => this.flushAppends());
-      turn = [];
-      this.appendsThisTurn.set(projectId, turn);
-    }
-    const queued = turn;
-    return new Promise((resolve, reject) => queued.push({ args, resolve, reject }));
+    const turn = this.appends.of(projectId, newList, undefined);
+    const stored = new Promise<(string | number)[] | null>((resolve, reject) => turn.push({ args, resolve, reject }));
+    if (turn.length >= MAX_PIPELINED_APPENDS) this.appends.closeNow(projectId);
+    return stored;
   }
 
-  private flushAppends(): void {
-    const turns = this.appendsThisTurn;
-    this.appendsThisTurn = new Map();
-    for (const appends of turns.values()) {
-      if (appends.length === 1) {
-        const [only] = appends;
-        guard(this.redis.novaAppendConversation(...only!.args)).then(only!.resolve, only!.reject);
-        continue;
-      }
-      const pipeline = this.redis.pipeline() as ChainableCommander & Pick<Scripted, 'novaAppendConversation'>;
-      for (const { args } of appends) void pipeline.novaAppendConversation(...args);
-      const replies = pipeline.exec();
-      appends.forEach(({ resolve, reject }, index) => {
-        guard(
-          replies.then((results) => {
-            const [error, value] = results?.[index] ?? [new Error('pipeline discarded'), null];
-            if (error) throw error;
-            return value as (string | number)[] | null;
-          }),
-        ).then(resolve, reject);
-      });
+  private sendAppends(appends: PendingAppend[]): void {
+    if (appends.length === 1) {
+      const [only] = appends;
+      guard(this.redis.novaAppendConversation(...only!.args)).then(only!.resolve, only!.reject);
+      return;
     }
+    const pipeline = this.redis.pipeline() as ChainableCommander & Pick<Scripted, 'novaAppendConversation'>;
+    for (const { args } of appends) void pipeline.novaAppendConversation(...args);
+    const replies = pipeline.exec();
+    appends.forEach(({ resolve, reject }, index) => {
+      guard(
+        replies.then((results) => {
+          const [error, value] = results?.[index] ?? [new Error('pipeline discarded'), null];
+          if (error) throw error;
+          return value as (string | number)[] | null;
+        }),
+      ).then(resolve, reject);
+    });
   }
 
   async messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null> {
@@ -253,14 +250,7 @@ export class RedisConversationStore implements ConversationStore {
    * turn's read, within the overshoot the bound already allows for exchanges in flight).
    */
   held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
-    const key = `${projectId}\u0000${defaultMaxBytes}`;
-    let read = this.heldThisTurn.get(key);
-    if (read === undefined) {
-      if (this.heldThisTurn.size === 0) setImmediate(() => (this.heldThisTurn = new Map()));
-      read = this.readHeld(projectId, defaultMaxBytes);
-      this.heldThisTurn.set(key, read);
-    }
-    return read;
+    return this.heldReads.of(`${projectId}\u0000${defaultMaxBytes}`, () => this.readHeld(projectId, defaultMaxBytes), undefined);
   }
 
   private async readHeld(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {

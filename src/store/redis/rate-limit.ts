@@ -3,6 +3,7 @@ import type { RateLimitPolicy } from '../policy.js';
 import type { RedisClient } from './connect.js';
 import { RENEW_SCRIPT, SETTLE_FIELDS, TURN_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
+import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
 
 type Scripted = RedisClient & {
@@ -51,6 +52,8 @@ class Turn {
   }
 }
 
+const openTurn = (settings: AdmissionSettings) => new Turn(settings);
+
 /**
  * Admission, settlement and lease renewal of every limit (src/store/redis/admission-script.ts).
  * What one project asks during one event-loop turn goes in one script call, sent once the turn is
@@ -61,8 +64,7 @@ class Turn {
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
   /** Work waiting for the end of the event-loop turn, by project. */
-  private turns = new Map<string, Turn>();
-  private scheduled = false;
+  private readonly turns = new TurnBatches<Turn>((turn, projectId) => void this.write(projectId, turn));
 
   constructor(
     redis: RedisClient,
@@ -74,15 +76,16 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
-    const turn = this.turnOf(projectId, settings);
+    const turn = this.turns.of(projectId, openTurn, settings);
     const decided = new Promise<AdmissionDecision>((resolve, reject) => turn.admissions.push({ request, resolve, reject }));
-    if (turn.full) this.send(projectId, turn);
+    // A full turn leaves at once; the project's next work starts a new one.
+    if (turn.full) this.turns.closeNow(projectId);
     return decided;
   }
 
   /** Every caller of a turn gets the outcome of its call. */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
-    const turn = this.turnOf(projectId, settings);
+    const turn = this.turns.of(projectId, openTurn, settings);
     turn.settlements.push(
       reservation.slot,
       reservation.rateTokens ?? -1,
@@ -97,39 +100,13 @@ export class RedisQuotaStore implements QuotaStore {
       reservation.lease ? 1 : 0,
     );
     const settled = turn.settled;
-    if (turn.full) this.send(projectId, turn);
+    if (turn.full) this.turns.closeNow(projectId);
     return settled;
   }
 
   async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
     if (leaseIds.length === 0) return;
     await guard(this.redis.novaRenew(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
-  }
-
-  private turnOf(projectId: string, settings: AdmissionSettings): Turn {
-    let turn = this.turns.get(projectId);
-    if (!turn) {
-      turn = new Turn(settings);
-      this.turns.set(projectId, turn);
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.sendAll());
-      }
-    }
-    return turn;
-  }
-
-  private sendAll(): void {
-    this.scheduled = false;
-    const turns = this.turns;
-    this.turns = new Map();
-    for (const [projectId, turn] of turns) void this.write(projectId, turn);
-  }
-
-  /** A full turn leaves at once; the project's next work starts a new one. */
-  private send(projectId: string, turn: Turn): void {
-    if (this.turns.get(projectId) === turn) this.turns.delete(projectId);
-    void this.write(projectId, turn);
   }
 
   private async write(projectId: string, turn: Turn): Promise<void> {
