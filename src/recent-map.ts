@@ -29,6 +29,20 @@ export class RecentMap<K, V> {
     return this.entries.has(key);
   }
 
+  delete(key: K): boolean {
+    // The key's ring slot stays; its stamp no longer matches, so reusing the slot leaves the map alone.
+    return this.entries.delete(key);
+  }
+
+  clear(): void {
+    this.entries.clear();
+    this.ring.fill(undefined);
+  }
+
+  *values(): IterableIterator<V> {
+    for (const entry of this.entries.values()) yield entry.value;
+  }
+
   /** Sets the key as the newest; a key set again counts from then. */
   set(key: K, value: V): this {
     const slot = this.stamp % this.capacity;

@@ -1,3 +1,4 @@
+import { RecentMap } from '../recent-map.js';
 import type { KeyPrincipal } from '../store/types.js';
 
 interface Entry {
@@ -12,17 +13,19 @@ interface Entry {
  * once; the TTL bounds staleness when a message is lost. An entry past its TTL (or marked
  * stale after a lost subscription) is not trusted while the store answers, but it is kept
  * for `staleIfErrorMs`, so known keys keep working while the store is unreachable.
- * Map order gives cheap oldest-first eviction.
+ * It holds the keys of its last `maxEntries` sets, evicting the one set longest ago in O(1).
  */
 export class KeyCache {
-  private readonly entries = new Map<string, Entry>();
+  private readonly entries: RecentMap<string, Entry>;
 
   constructor(
     private readonly ttlMs: number,
-    private readonly maxEntries = 100_000,
+    maxEntries = 100_000,
     private readonly now: () => number = Date.now,
     private readonly staleIfErrorMs = 15 * 60_000,
-  ) {}
+  ) {
+    this.entries = new RecentMap(maxEntries);
+  }
 
   /** A fresh entry: within its TTL and not marked stale. */
   get(secretHash: string): KeyPrincipal | undefined {
@@ -44,11 +47,7 @@ export class KeyCache {
 
   set(secretHash: string, principal: KeyPrincipal): void {
     if (this.ttlMs <= 0) return;
-    this.entries.delete(secretHash);
     this.entries.set(secretHash, { principal, storedAt: this.now(), stale: false });
-    if (this.entries.size > this.maxEntries) {
-      this.entries.delete(this.entries.keys().next().value!);
-    }
   }
 
   delete(secretHashes: string[]): void {

@@ -1,6 +1,7 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
+import { RecentMap } from '../recent-map.js';
 import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
 import { budgetPeriodsAt } from './budget-periods.js';
@@ -36,7 +37,8 @@ export interface AdmissionOptions {
 export class Admission implements Settler {
   readonly settings: AdmissionSettings;
   private readonly fallback: FallbackLimiter;
-  private readonly policies = new Map<string, RateLimitPolicy>();
+  /** The last policy seen of each project, for the fallback; the projects admitted least recently go first. */
+  private readonly policies = new RecentMap<string, RateLimitPolicy>(MAX_CACHED_POLICIES);
   private readonly now: () => number;
   /** Leases of this replica's requests in flight, by project. */
   private readonly leases = new Map<string, Set<string>>();
@@ -76,7 +78,7 @@ export class Admission implements Settler {
           day,
           month,
         });
-        this.remember(projectId, decision.policy);
+        this.policies.set(projectId, decision.policy);
         if (probe) metrics.fallbackActive.set(0);
         this.skipStoreUntil = 0;
         metrics.decided(projectId, decision.allowed, 'store', decision.refusedBy);
@@ -171,10 +173,4 @@ export class Admission implements Settler {
     return this.now() >= this.skipStoreUntil && !this.probing;
   }
 
-  private remember(projectId: string, policy: RateLimitPolicy): void {
-    if (this.policies.size >= MAX_CACHED_POLICIES && !this.policies.has(projectId)) {
-      this.policies.delete(this.policies.keys().next().value!);
-    }
-    this.policies.set(projectId, policy);
-  }
 }

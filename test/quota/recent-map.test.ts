@@ -44,6 +44,24 @@ describe('RecentMap', () => {
     expect(map.size).toBe(3);
   });
 
+  it('deletes and clears; a deleted key set again counts from its new set', () => {
+    const map = new RecentMap<string, number>(3);
+    map.set('a', 1).set('b', 2).set('c', 3);
+    expect(map.delete('b')).toBe(true);
+    expect(map.delete('b')).toBe(false);
+    expect([...map.values()]).toEqual([1, 3]);
+    map.set('b', 4); // 'a' was set three sets ago: its slot is reused
+    expect(map.has('a')).toBe(false);
+    expect([...map.values()]).toEqual([3, 4]);
+    map.set('d', 5).set('e', 6); // reusing the old 'b' slot leaves the new 'b' alone; then 'c' goes
+    expect(map.get('b')).toBe(4);
+    expect(map.has('c')).toBe(false);
+    map.clear();
+    expect(map.size).toBe(0);
+    map.set('x', 1);
+    expect([...map.values()]).toEqual([1]);
+  });
+
   it('refuses a capacity that is not a positive integer', () => {
     expect(() => new RecentMap(0)).toThrow(/capacity/);
     expect(() => new RecentMap(1.5)).toThrow(/capacity/);
