@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp } from './app.js';
 import { readProcessSettings } from './config/env.js';
 import { ConfigError, loadConfigFile } from './config/load-config.js';
-import { createLogger, flushLogger } from './logger.js';
+import { createLogger, flushLogger, logDestination } from './logger.js';
 import { Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';
@@ -25,8 +25,9 @@ async function listening<T>(what: string, variable: string, host: string, port: 
 
 async function main(): Promise<void> {
   const settings = readProcessSettings();
-  const logger = createLogger(settings.logLevel);
   const config = await loadConfigFile(settings.configPath);
+  const metrics = new Metrics({ projectLabel: config.metrics.project_label });
+  const logger = createLogger(settings.logLevel, logDestination(() => metrics.logLinesDropped.inc()));
   if (settings.drainTimeoutMs !== undefined) config.server.drain_timeout_ms = settings.drainTimeoutMs;
 
   const { store, health } = await createStore(
@@ -44,7 +45,6 @@ async function main(): Promise<void> {
     logger.warn('REDIS_URL is not set: using the in-memory store (one process only, data is lost on restart)');
   }
 
-  const metrics = new Metrics({ projectLabel: config.metrics.project_label });
   const serveMetrics = settings.metricsPort === 0;
   const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, metrics, serveMetrics, storeHealth: health });
   if (!settings.adminToken) logger.info('NOVA_ADMIN_TOKEN is not set: the admin API is disabled');

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import { AuthMetrics } from './auth-metrics.js';
 import { HttpMetrics } from './http-metrics.js';
 import { QuotaMetrics } from './quota-metrics.js';
@@ -15,6 +15,7 @@ export class Metrics {
   readonly usage: UsageMetrics;
   readonly modelTraffic: ModelTrafficMetrics;
   readonly store: StoreMetrics;
+  readonly logLinesDropped: Counter;
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
   constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {
@@ -26,5 +27,10 @@ export class Metrics {
     this.usage = new UsageMetrics(this.registry, projectLabel);
     this.modelTraffic = new ModelTrafficMetrics(this.registry);
     this.store = new StoreMetrics(this.registry);
+    this.logLinesDropped = new Counter({
+      name: 'nova_log_lines_dropped_total',
+      help: 'Log lines dropped because the log reader (stdout) fell more than 16 MiB behind',
+      registers: [this.registry],
+    });
   }
 }
