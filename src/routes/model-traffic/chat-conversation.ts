@@ -4,7 +4,6 @@ import { invalidParameter, resourceNotFound, storageQuotaExceeded } from '../../
 import { StoreUnavailableError } from '../../store/types.js';
 import { isGatewayId, mintId } from '../../ids.js';
 import { storedBytes, type MessageRecord } from '../../store/conversation-types.js';
-import { parseEventData } from '../../upstream/sse-relay.js';
 import type { ChatMessage } from '../../upstream/upstream-body.js';
 import type { ChatBody } from './chat-schema.js';
 
@@ -98,38 +97,4 @@ export function storeExchange(
       (error: unknown) => log.warn({ err: error, conversation_id: conversationId }, 'conversation not stored: store unavailable'),
     );
   return storedBytes(records);
-}
-
-interface ToolCallDelta {
-  index?: number;
-  id?: string;
-  type?: string;
-  function?: { name?: string; arguments?: string };
-}
-
-/** The assistant message of a stream, assembled from its chunks (text and tool calls) to be stored. */
-export class StreamedReply {
-  private content = '';
-  private readonly toolCalls: { id?: string; type: string; function: { name: string; arguments: string } }[] = [];
-
-  readonly onEvent = (event: Buffer): void => {
-    const choice = (parseEventData(event)?.choices as { delta?: Record<string, unknown> }[] | undefined)?.[0];
-    const delta = choice?.delta;
-    if (!delta) return;
-    if (typeof delta.content === 'string') this.content += delta.content;
-    if (!Array.isArray(delta.tool_calls)) return;
-    for (const part of delta.tool_calls as ToolCallDelta[]) {
-      const call = (this.toolCalls[part.index ?? 0] ??= { type: 'function', function: { name: '', arguments: '' } });
-      if (part.id) call.id = part.id;
-      if (part.type) call.type = part.type;
-      if (part.function?.name) call.function.name += part.function.name;
-      if (part.function?.arguments) call.function.arguments += part.function.arguments;
-    }
-  };
-
-  message(): ChatMessage {
-    const toolCalls = this.toolCalls.filter(Boolean);
-    if (toolCalls.length === 0) return { role: 'assistant', content: this.content };
-    return { role: 'assistant', content: this.content === '' ? null : this.content, tool_calls: toolCalls };
-  }
 }

@@ -1,0 +1,75 @@
+import { parseEventData } from './sse-relay.js';
+import type { ChatMessage } from './upstream-body.js';
+
+interface ToolCallDelta {
+  index?: number;
+  id?: string;
+  type?: string;
+  function?: { name?: string; arguments?: string };
+}
+
+/** Members of an object up to a key, when none of them is an object or array and no string has an escape. */
+const FLAT_MEMBERS = String.raw`(?:[^"{}\[\]]|"[^"\\]*")*?`;
+/**
+ * `choices[0].delta.content` of a chat chunk, as the literal's inside: the first choice of the
+ * top-level `choices`, its direct `delta`, that object's direct `content`, in a delta with no nested
+ * member (no tool calls). Each part matches only flat members around the key it looks for, so it
+ * cannot step into or out of an object; the alternatives start with different characters, so the
+ * match is linear in the event's length.
+ */
+const PLAIN_CHUNK = new RegExp(
+  String.raw`^data: ?\{${FLAT_MEMBERS}"choices"\s*:\s*\[\s*\{${FLAT_MEMBERS}"delta"\s*:\s*\{${FLAT_MEMBERS}"content"\s*:\s*"((?:[^"\\]|\\.)*)"${FLAT_MEMBERS}\}`,
+);
+
+/**
+ * The text of `choices[0].delta.content` for the common chunk (one `data:` line, the delta's text
+ * before any nested member), without parsing the event: null for any other event, which is then
+ * parsed whole.
+ */
+function contentOfPlainChunk(event: Buffer): string | null {
+  const text = event.toString('utf8');
+  if (text.indexOf('\n') !== text.length - 2) return null;
+  const literal = PLAIN_CHUNK.exec(text)?.[1];
+  if (literal === undefined) return null;
+  if (!literal.includes('\\')) return literal;
+  try {
+    return JSON.parse(`"${literal}"`) as string;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The assistant message of a chat stream, assembled from its chunks (text and tool calls) to be
+ * stored. Most chunks carry a little text: it is read from their bytes; the others are parsed.
+ */
+export class StreamedReply {
+  private content = '';
+  private readonly toolCalls: { id?: string; type: string; function: { name: string; arguments: string } }[] = [];
+
+  readonly onEvent = (event: Buffer): void => {
+    const text = contentOfPlainChunk(event);
+    if (text !== null) {
+      this.content += text;
+      return;
+    }
+    const choice = (parseEventData(event)?.choices as { delta?: Record<string, unknown> }[] | undefined)?.[0];
+    const delta = choice?.delta;
+    if (!delta) return;
+    if (typeof delta.content === 'string') this.content += delta.content;
+    if (!Array.isArray(delta.tool_calls)) return;
+    for (const part of delta.tool_calls as ToolCallDelta[]) {
+      const call = (this.toolCalls[part.index ?? 0] ??= { type: 'function', function: { name: '', arguments: '' } });
+      if (part.id) call.id = part.id;
+      if (part.type) call.type = part.type;
+      if (part.function?.name) call.function.name += part.function.name;
+      if (part.function?.arguments) call.function.arguments += part.function.arguments;
+    }
+  };
+
+  message(): ChatMessage {
+    const toolCalls = this.toolCalls.filter(Boolean);
+    if (toolCalls.length === 0) return { role: 'assistant', content: this.content };
+    return { role: 'assistant', content: this.content === '' ? null : this.content, tool_calls: toolCalls };
+  }
+}
