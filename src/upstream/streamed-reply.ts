@@ -10,6 +10,7 @@ interface ToolCallDelta {
 
 /** Members of an object up to a key, when none of them is an object or array and no string has an escape. */
 const FLAT_MEMBERS = String.raw`(?:[^"{}\[\]]|"[^"\\]*")*?`;
+const CHOICES = String.raw`^data: ?\{${FLAT_MEMBERS}"choices"\s*:\s*\[\s*\{${FLAT_MEMBERS}"delta"\s*:\s*\{`;
 /**
  * `choices[0].delta.content` of a chat chunk, as the literal's inside: the first choice of the
  * top-level `choices`, its direct `delta`, that object's direct `content`, in a delta with no nested
@@ -17,20 +18,23 @@ const FLAT_MEMBERS = String.raw`(?:[^"{}\[\]]|"[^"\\]*")*?`;
  * cannot step into or out of an object; the alternatives start with different characters, so the
  * match is linear in the event's length.
  */
-const PLAIN_CHUNK = new RegExp(
-  String.raw`^data: ?\{${FLAT_MEMBERS}"choices"\s*:\s*\[\s*\{${FLAT_MEMBERS}"delta"\s*:\s*\{${FLAT_MEMBERS}"content"\s*:\s*"((?:[^"\\]|\\.)*)"${FLAT_MEMBERS}\}`,
-);
+const TEXT_DELTA = new RegExp(String.raw`${CHOICES}${FLAT_MEMBERS}"content"\s*:\s*"((?:[^"\\]|\\.)*)"${FLAT_MEMBERS}\}`);
+/** The same first delta, flat and without text (a role, a finish chunk's `{}`, a null content). */
+const FLAT_DELTA = new RegExp(String.raw`${CHOICES}${FLAT_MEMBERS}\}`);
 
 /**
- * The text of `choices[0].delta.content` for the common chunk (one `data:` line, the delta's text
- * before any nested member), without parsing the event: null for any other event, which is then
- * parsed whole.
+ * The text a chat chunk adds, read without parsing it for the common events: '' when it has no
+ * `"delta"` at all (the usage chunk, `[DONE]`) or a flat first delta without text, the text of a
+ * one-line chunk whose first delta is flat. null for any other event (tool calls, several data
+ * lines, nested members), which is then parsed whole. Keys are matched as written: a key spelt
+ * with escapes (`"\u0064elta"`) is not recognised, as in the relay's reads of `usage` and `model`.
  */
-function contentOfPlainChunk(event: Buffer): string | null {
+function textOfChunk(event: Buffer): string | null {
   const text = event.toString('utf8');
+  if (!text.includes('"delta"')) return '';
   if (text.indexOf('\n') !== text.length - 2) return null;
-  const literal = PLAIN_CHUNK.exec(text)?.[1];
-  if (literal === undefined) return null;
+  const literal = TEXT_DELTA.exec(text)?.[1];
+  if (literal === undefined) return FLAT_DELTA.test(text) ? '' : null;
   if (!literal.includes('\\')) return literal;
   try {
     return JSON.parse(`"${literal}"`) as string;
@@ -41,14 +45,14 @@ function contentOfPlainChunk(event: Buffer): string | null {
 
 /**
  * The assistant message of a chat stream, assembled from its chunks (text and tool calls) to be
- * stored. Most chunks carry a little text: it is read from their bytes; the others are parsed.
+ * stored. Most chunks carry a little text or none: they are read as text; the others are parsed.
  */
 export class StreamedReply {
   private content = '';
   private readonly toolCalls: { id?: string; type: string; function: { name: string; arguments: string } }[] = [];
 
   readonly onEvent = (event: Buffer): void => {
-    const text = contentOfPlainChunk(event);
+    const text = textOfChunk(event);
     if (text !== null) {
       this.content += text;
       return;
