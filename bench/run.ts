@@ -21,6 +21,7 @@
  * and/or BENCH_B_BUILD (a gateway compiled elsewhere: `tsc -p tsconfig.build.json --outDir <dir>`
  * in a checkout of another commit) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
+ * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -77,7 +78,10 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} never answered`);
 }
 
-async function startGateway(upstreamPort: number, redisUrl: string, variant: { env?: Record<string, string>; build?: string } = {}) {
+/** Microseconds of server.busy_poll_us for the `nova_poll` target. */
+const BUSY_POLL_US = Number(process.env.BENCH_BUSY_POLL_US ?? 200);
+
+async function startGateway(upstreamPort: number, redisUrl: string, variant: { env?: Record<string, string>; build?: string; busyPollUs?: number } = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
   const config = join(dir, 'gateway.yaml');
@@ -95,6 +99,7 @@ async function startGateway(upstreamPort: number, redisUrl: string, variant: { e
     pricing: ${pricing}
 server:
   max_connections_per_address: 0
+  busy_poll_us: ${variant.busyPollUs ?? 0}
 conversations:
   retention_seconds: 3600
   max_bytes_per_project: 1099511627776
@@ -219,6 +224,9 @@ async function main() {
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
   const variantB = process.env.BENCH_B_ENV || process.env.BENCH_B_BUILD ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD) : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
+  // The same gateway with server.busy_poll_us set (off by default: see the README).
+  const wanted = (key: string) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(key);
+  const gatewayPoll = wanted('nova_poll') ? await startGateway(upstreamPort, redis.url, { busyPollUs: BUSY_POLL_US }) : undefined;
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -261,9 +269,20 @@ async function main() {
           },
         ]
       : []),
+    ...(gatewayPoll
+      ? [
+          {
+            key: 'nova_poll',
+            usesRedis: true,
+            name: `nova, every feature on, busy_poll_us: ${BUSY_POLL_US}`,
+            pid: gatewayPoll.child.pid,
+            chat: (stream: boolean) => ({ url: `${gatewayPoll.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayPoll.secret}` }, body: chatBody(stream) }),
+          },
+        ]
+      : []),
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, usesRedis: true, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
-  const targets = allTargets.filter((t) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(t.key));
+  const targets = allTargets.filter((t) => wanted(t.key));
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
@@ -349,6 +368,9 @@ async function main() {
     json_vs_bare: roundRatio('nova', 'bare', 'json'),
     stream_vs_bare: roundRatio('nova', 'bare', 'stream'),
     added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
+    added_p50_one_connection_busy_poll_ms:
+      figures.nova_poll?.one_connection && upstreamP50 !== undefined ? Number((figures.nova_poll.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
+    busy_poll_vs_nova_json: roundRatio('nova_poll', 'nova', 'json'),
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB

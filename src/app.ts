@@ -1,3 +1,4 @@
+import { BusyPoll } from './busy-poll.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -93,6 +94,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     now,
     onBackgroundError,
   });
+  const busyPoll = new BusyPoll(config.server.busy_poll_us, (seconds) => metrics.busyPollSeconds.inc(seconds));
   const ctx: AppContext = {
     config,
     store,
@@ -103,9 +105,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     lifecycle: { draining: false, inFlight: 0 },
     usage,
     metrics,
+    busyPoll,
     admission: new Admission({
       store,
       config,
+      busyPoll,
       metrics: metrics.quota,
       onStoreError: storeFailed('rate limiter'),
     }),

@@ -1,3 +1,4 @@
+import type { BusyPoll } from '../busy-poll.js';
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
@@ -21,6 +22,8 @@ export interface AdmissionOptions {
   store: Store;
   config: GatewayConfig;
   metrics: QuotaMetrics;
+  /** Keeps the event loop polling while the store decides (none: sleeps as usual). */
+  busyPoll?: BusyPoll;
   now?: () => number;
   onStoreError?: (error: unknown) => void;
 }
@@ -69,6 +72,7 @@ export class Admission implements Settler {
     if (this.storeUsable()) {
       const probe = this.skipStoreUntil !== 0;
       if (probe) this.probing = true;
+      this.options.busyPoll?.hold();
       try {
         const { day, month } = budgetPeriodsAt(this.now());
         const decision = await this.options.store.quota.admit(projectId, this.settings, {
@@ -88,6 +92,7 @@ export class Admission implements Settler {
         if (!(error instanceof StoreUnavailableError)) throw error;
         this.storeFailed(error, 'admission');
       } finally {
+        this.options.busyPoll?.release();
         if (probe) this.probing = false;
       }
     }

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FormData } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
+import type { BusyPoll } from '../busy-poll.js';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
 import type { CallSignal } from './call-signal.js';
@@ -20,6 +21,8 @@ export interface CallOptions {
   stream: boolean;
   /** Aborted with a ClientGone reason when the client disconnects. */
   signal: CallSignal;
+  /** Keeps the event loop polling until the response headers arrive (none: sleeps as usual). */
+  busyPoll?: BusyPoll;
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -95,15 +98,21 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
   const headers: Record<string, string> = { accept: request.accept, 'x-request-id': options.requestId };
   if (request.contentType) headers['content-type'] = request.contentType;
   if (target.authorization) headers.authorization = target.authorization;
-  const response = await target.pool.request({
-    method: request.method ?? 'POST',
-    path: upstreamPath(target, request.path),
-    headers,
-    body: request.body,
-    signal: options.signal,
-    headersTimeout: target.timeoutMs,
-    bodyTimeout: target.timeoutMs,
-  });
+  options.busyPoll?.hold();
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await target.pool.request({
+      method: request.method ?? 'POST',
+      path: upstreamPath(target, request.path),
+      headers,
+      body: request.body,
+      signal: options.signal,
+      headersTimeout: target.timeoutMs,
+      bodyTimeout: target.timeoutMs,
+    });
+  } finally {
+    options.busyPoll?.release();
+  }
   return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
 }
 

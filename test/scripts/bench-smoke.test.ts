@@ -48,7 +48,7 @@ describe('npm run bench (smoke)', () => {
       held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number };
       against_targets: Record<string, number | null>;
     };
-    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
+    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_poll', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
     for (const [key, figure] of Object.entries(report.targets)) {
       const measures = key === 'nova_get' ? [figure.json] : [figure.json, figure.stream, figure.one_connection];
