@@ -1,5 +1,11 @@
 import { SeriesMetric, type SeriesMetricOptions } from './series-metric.js';
 
+/** prom-client's checks, in its order (a NaN passes its first one too). */
+function checked(value: number): void {
+  if (value && !Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+  if (value < 0) throw new Error('It is not possible to decrease a counter');
+}
+
 interface CounterSeries {
   labels: Record<string, string>;
   value: number;
@@ -20,10 +26,14 @@ export class SeriesCounter<T extends string> extends SeriesMetric<T, CounterSeri
   }
 
   inc(labels: Record<T, string>, value = 1): void {
-    // prom-client's checks, in its order (a NaN passes its first one too).
-    if (value && !Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
-    if (value < 0) throw new Error('It is not possible to decrease a counter');
+    checked(value);
     this.seriesOf(labels).value += value;
+  }
+
+  /** `inc` by label values, in the order of the label names. */
+  incAt(values: readonly string[], value = 1): void {
+    checked(value);
+    this.seriesAt(values).value += value;
   }
 
   async get() {

@@ -66,6 +66,35 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
     return series;
   }
 
+  /**
+   * The series of these label values, in the order of the label names: for callers that know
+   * them, no labels object is built per call (one is built once, for a new series).
+   */
+  protected seriesAt(values: readonly string[]): S {
+    const names = this.labelNames;
+    if (values.length !== names.length) throw new Error(`${this.name}: ${values.length} label values for ${names.length} labels`);
+    let level = this.byValue;
+    const last = names.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = level.get(values[i]) as Map<unknown, unknown> | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(values[i], next);
+      }
+      level = next;
+    }
+    const value = last < 0 ? undefined : values[last];
+    let series = level.get(value) as S | undefined;
+    if (series === undefined) {
+      const labels: Record<string, string> = {};
+      names.forEach((name, i) => (labels[name] = values[i]!));
+      series = this.newSeries(labels);
+      level.set(value, series);
+      this.series.push(series);
+    }
+    return series;
+  }
+
   protected abstract newSeries(labels: Record<string, string>): S;
 
   private ownLabels(labels: Record<T, string>): Record<string, string> {

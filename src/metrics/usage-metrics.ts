@@ -99,6 +99,12 @@ export class UsageMetrics {
   }
 
   /** Labels of a per-project series: empty when the project label is switched off. */
+  /** Label values: the project's first, unless `metrics.project_label` is off. */
+  valuesOf(projectId: string, ...rest: string[]): string[] {
+    if (this.projectLabel) rest.unshift(projectId);
+    return rest;
+  }
+
   project(projectId: string, extra: Record<string, string> = {}): Record<string, string> {
     return this.projectLabel ? { project_id: projectId, ...extra } : extra;
   }
