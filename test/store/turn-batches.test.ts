@@ -33,4 +33,22 @@ describe('TurnBatches', () => {
     await nextTurn();
     expect(closed).toEqual([['full'], ['next']]);
   });
+
+  it('runs each round of closing inside `around`: every batch of a turn at once, a full batch alone', async () => {
+    const events: string[] = [];
+    const batches = new TurnBatches<string[]>(
+      (batch, key) => events.push(`close ${key}:${batch.join(',')}`),
+      (closing) => {
+        events.push('begin');
+        closing();
+        events.push('end');
+      },
+    );
+    batches.of('a', () => [], undefined).push('a1');
+    batches.of('b', () => [], undefined).push('b1');
+    batches.of('c', () => [], undefined).push('c1');
+    batches.closeNow('c');
+    await nextTurn();
+    expect(events).toEqual(['begin', 'close c:c1', 'end', 'begin', 'close a:a1', 'close b:b1', 'end']);
+  });
 });

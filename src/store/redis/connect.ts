@@ -63,6 +63,21 @@ export function describeRedisTarget(options: Pick<RedisConnectOptions, 'url' | '
   return hosts;
 }
 
+/**
+ * Runs `send`, which issues commands, with the connection's socket corked, so that they leave in
+ * one write (one system call) instead of one each; each command keeps its own reply, error and
+ * timeout. On Cluster the commands go to their nodes' connections as usual.
+ */
+export function inOneWrite(client: RedisClient, send: () => void): void {
+  const socket = client instanceof Redis && client.stream?.writable ? client.stream : undefined;
+  socket?.cork();
+  try {
+    send();
+  } finally {
+    socket?.uncork();
+  }
+}
+
 export function createRedisClient(options: RedisConnectOptions): RedisClient {
   const base = baseOptions(options.commandTimeoutMs);
   if (options.mode === 'cluster') {

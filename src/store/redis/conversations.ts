@@ -5,8 +5,7 @@ import type {
   MessagePage,
   MessageRecord,
 } from '../conversation-types.js';
-import type { ChainableCommander } from 'ioredis';
-import type { RedisClient } from './connect.js';
+import { inOneWrite, type RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
 import { RECONCILE_LUA } from './usage.js';
@@ -121,8 +120,8 @@ function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number
 }
 
 const newList = (): PendingAppend[] => [];
-/** Most appends in one pipeline, so that no write grows without bound; a full one leaves at once. */
-const MAX_PIPELINED_APPENDS = 128;
+/** Most appends of a project in one batch, so that no batch grows without bound; a full one leaves at once. */
+const MAX_APPENDS_PER_BATCH = 128;
 
 interface PendingAppend {
   args: (string | number)[];
@@ -133,7 +132,10 @@ interface PendingAppend {
 export class RedisConversationStore implements ConversationStore {
   private readonly redis: Scripted;
   /** Appends waiting for the end of the current event-loop turn, by project (see sendAppend). */
-  private readonly appends = new TurnBatches<PendingAppend[]>((appends) => this.sendAppends(appends));
+  private readonly appends = new TurnBatches<PendingAppend[]>(
+    (appends) => this.sendAppends(appends),
+    (closing) => inOneWrite(this.redis, closing),
+  );
   /** held() reads of the current event-loop turn, by project and bound: shared, then forgotten. */
   private readonly heldReads = new TurnBatches<Promise<{ bytes: number; maxBytes: number }>>(() => undefined);
 
@@ -192,36 +194,20 @@ export class RedisConversationStore implements ConversationStore {
   }
 
   /**
-   * The appends of one project within one event-loop turn leave together, in one pipeline: each
+   * The appends of one project within one event-loop turn leave together, in one write: each
    * command written alone costs a system call (no auto-pipelining, see connect.ts), and a busy
-   * replica stores a conversation per request. A pipeline's keys share the project's hash tag,
-   * so it runs on Cluster; each append keeps its own reply, error and timeout, and their order.
+   * replica stores a conversation per request. Each append keeps its own reply, error and
+   * timeout, and their order.
    */
   private sendAppend(projectId: string, args: (string | number)[]): Promise<(string | number)[] | null> {
     const turn = this.appends.of(projectId, newList, undefined);
     const stored = new Promise<(string | number)[] | null>((resolve, reject) => turn.push({ args, resolve, reject }));
-    if (turn.length >= MAX_PIPELINED_APPENDS) this.appends.closeNow(projectId);
+    if (turn.length >= MAX_APPENDS_PER_BATCH) this.appends.closeNow(projectId);
     return stored;
   }
 
   private sendAppends(appends: PendingAppend[]): void {
-    if (appends.length === 1) {
-      const [only] = appends;
-      guard(this.redis.novaAppendConversation(...only!.args)).then(only!.resolve, only!.reject);
-      return;
-    }
-    const pipeline = this.redis.pipeline() as ChainableCommander & Pick<Scripted, 'novaAppendConversation'>;
-    for (const { args } of appends) void pipeline.novaAppendConversation(...args);
-    const replies = pipeline.exec();
-    appends.forEach(({ resolve, reject }, index) => {
-      guard(
-        replies.then((results) => {
-          const [error, value] = results?.[index] ?? [new Error('pipeline discarded'), null];
-          if (error) throw error;
-          return value as (string | number)[] | null;
-        }),
-      ).then(resolve, reject);
-    });
+    for (const { args, resolve, reject } of appends) guard(this.redis.novaAppendConversation(...args)).then(resolve, reject);
   }
 
   async messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null> {

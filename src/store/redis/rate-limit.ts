@@ -1,6 +1,6 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
-import type { RedisClient } from './connect.js';
+import { inOneWrite, type RedisClient } from './connect.js';
 import { RENEW_SCRIPT, SETTLE_FIELDS, TURN_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
@@ -64,7 +64,10 @@ const openTurn = (settings: AdmissionSettings) => new Turn(settings);
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
   /** Work waiting for the end of the event-loop turn, by project. */
-  private readonly turns = new TurnBatches<Turn>((turn, projectId) => void this.write(projectId, turn));
+  private readonly turns = new TurnBatches<Turn>(
+    (turn, projectId) => void this.write(projectId, turn),
+    (closing) => inOneWrite(this.redis, closing),
+  );
 
   constructor(
     redis: RedisClient,

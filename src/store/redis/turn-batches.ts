@@ -8,7 +8,14 @@ export class TurnBatches<B> {
   private batches = new Map<string, B>();
   private scheduled = false;
 
-  constructor(private readonly close: (batch: B, key: string) => void) {}
+  /**
+   * `close` sends a batch; `around`, when given, runs each round of closing (every batch of a turn,
+   * or one full batch): a Redis store passes inOneWrite, so that what the batches send leaves in one write.
+   */
+  constructor(
+    private readonly close: (batch: B, key: string) => void,
+    private readonly around: (closing: () => void) => void = (closing) => closing(),
+  ) {}
 
   /** `open(arg)` makes the batch; a function that needs no closure keeps the request path free of one. */
   of<A>(key: string, open: (arg: A) => B, arg: A): B {
@@ -29,13 +36,15 @@ export class TurnBatches<B> {
     const batch = this.batches.get(key);
     if (batch === undefined) return;
     this.batches.delete(key);
-    this.close(batch, key);
+    this.around(() => this.close(batch, key));
   }
 
   private closeAll(): void {
     this.scheduled = false;
     const batches = this.batches;
     this.batches = new Map();
-    for (const [key, batch] of batches) this.close(batch, key);
+    this.around(() => {
+      for (const [key, batch] of batches) this.close(batch, key);
+    });
   }
 }
