@@ -1,11 +1,10 @@
 import type { Readable, Writable } from 'node:stream';
 import { QUOTE } from '../json-codes.js';
-import { findKey, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
+import { findKey, holds, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
 const BLANK_CRLF = Buffer.from('\r\n\r\n');
-const CR = 13;
 const USAGE_KEY = Buffer.from('"usage"');
 const MODEL_KEY = Buffer.from('"model"');
 const DONE_MARKER = Buffer.from('[DONE]');
@@ -30,11 +29,11 @@ export interface SseRelayOptions {
   beforeEnd?: () => Promise<void>;
 }
 
-/** End of the event starting at `from` (index past its blank line), or -1 when it is not complete yet. */
-function eventEnd(buf: Buffer, from: number, hasCr: boolean): number {
-  const lf = buf.indexOf(BLANK_LF, from);
+/** End of the event starting at `from` (index past its blank line) in `text`, or -1 when it is not complete yet. */
+function eventEnd(text: string, from: number, hasCr: boolean): number {
+  const lf = text.indexOf('\n\n', from);
   if (!hasCr) return lf === -1 ? -1 : lf + 2;
-  const crlf = buf.indexOf(BLANK_CRLF, from);
+  const crlf = text.indexOf('\r\n\r\n', from);
   if (lf === -1) return crlf === -1 ? -1 : crlf + 4;
   return crlf === -1 || lf < crlf ? lf + 2 : crlf + 4;
 }
@@ -156,16 +155,19 @@ export class SseRelay {
   }
 
   private relay(buf: Buffer): void {
-    const hasCr = buf.includes(CR);
+    // The bytes as a latin1 string (one character per byte: the same positions), searched with
+    // String's indexOf: a Buffer's crosses into C++ on every call, and an event takes five or six.
+    const text = buf.toString('latin1');
+    const hasCr = text.includes('\r');
     const out: Buffer[] = [];
     let position = 0;
     let emitFrom = 0;
     for (;;) {
-      const end = eventEnd(buf, position, hasCr);
+      const end = eventEnd(text, position, hasCr);
       if (end === -1) break;
       if (end - position > this.options.maxEventBytes) return this.oversize();
       const event = buf.subarray(position, end);
-      const relayed = this.inspect(event);
+      const relayed = this.inspect(event, text.slice(position, end));
       if (relayed !== event) {
         if (position > emitFrom) out.push(buf.subarray(emitFrom, position));
         if (relayed) out.push(relayed);
@@ -236,15 +238,15 @@ export class SseRelay {
     return (this.sink as Writable & { socket?: Writable | null }).socket ?? this.sink;
   }
 
-  /** Looks at one complete event; returns it, its rewritten form, or null to drop it. */
-  private inspect(event: Buffer): Buffer | null {
+  /** Looks at one complete event (`text`: its latin1 string, see relay); returns it, its rewritten form, or null to drop it. */
+  private inspect(event: Buffer, text?: string): Buffer | null {
     const { operation, hideUsage, publicModel } = this.options;
-    if (event.length < SHORT_EVENT && event.includes(DONE_MARKER)) {
+    if (event.length < SHORT_EVENT && holds(event, DONE_MARKER, text)) {
       this.completed = true;
       return event;
     }
     let out = event;
-    if (event.indexOf(USAGE_KEY) !== -1) {
+    if (holds(event, USAGE_KEY, text)) {
       const usage = lastObjectValue(event, USAGE_KEY);
       if (usage) {
         this.usage = tokensOf(usage);
@@ -257,11 +259,12 @@ export class SseRelay {
         out = removeNullMembers(event, USAGE_KEY);
       }
     }
-    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => event.includes(marker))) {
+    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => holds(event, marker, text))) {
       this.completed = true;
     }
-    if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel);
-    this.countOutput(out);
+    // The text describes the event as received: not a rewritten one.
+    if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel, out === event ? text : undefined);
+    this.countOutput(out, out === event ? text : undefined);
     this.options.onEvent?.(out);
     return out;
   }
@@ -276,9 +279,9 @@ export class SseRelay {
     return Buffer.from(`data: ${JSON.stringify(data)}\n\n`);
   }
 
-  private countOutput(event: Buffer): void {
+  private countOutput(event: Buffer, text?: string): void {
     for (const key of this.options.operation.outputKeys) {
-      const found = findKey(event, key);
+      const found = findKey(event, key, 0, text);
       if (!found || event[found.valueStart] !== QUOTE || event[found.valueStart + 1] === QUOTE) continue;
       this.outputEvents++;
       if (!this.tokenSeen) {
