@@ -25,11 +25,13 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
   protected series: S[] = [];
   /** Maps nested one level per label name; the last level holds the series. */
   private byValue = new Map<unknown, unknown>();
+  private readonly scratch: (string | undefined)[];
 
   constructor(options: SeriesMetricOptions<T>) {
     this.name = options.name;
     this.help = options.help;
     this.labelNames = options.labelNames;
+    this.scratch = new Array<string | undefined>(options.labelNames.length);
     for (const registry of options.registers) registry.registerMetric(this as never);
   }
 
@@ -43,37 +45,22 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
   }
 
   protected seriesOf(labels: Record<T, string>): S {
-    const names = this.labelNames;
-    let level = this.byValue;
-    // No labels: the one series sits under the key undefined.
-    const last = names.length - 1;
-    for (let i = 0; i < last; i++) {
-      const value = labels[names[i]!];
-      let next = level.get(value) as Map<unknown, unknown> | undefined;
-      if (next === undefined) {
-        next = new Map();
-        level.set(value, next);
-      }
-      level = next;
-    }
-    const value = last < 0 ? undefined : labels[names[last]!];
-    let series = level.get(value) as S | undefined;
-    if (series === undefined) {
-      series = this.newSeries(this.ownLabels(labels));
-      level.set(value, series);
-      this.series.push(series);
-    }
-    return series;
+    // The values in label-name order, in a reused array: recording allocates nothing.
+    const values = this.scratch;
+    for (let i = 0; i < values.length; i++) values[i] = labels[this.labelNames[i]!];
+    return this.seriesAt(values, labels);
   }
 
   /**
-   * The series of these label values, in the order of the label names: for callers that know
-   * them, no labels object is built per call (one is built once, for a new series).
+   * The series of these label values, in the order of the label names (callers that know them
+   * build no labels object per call). A new series takes `labels` (checked, in the caller's
+   * order, as prom-client keeps them) or, without it, the names with these values.
    */
-  protected seriesAt(values: readonly string[]): S {
+  protected seriesAt(values: readonly (string | undefined)[], labels?: Record<T, string>): S {
     const names = this.labelNames;
     if (values.length !== names.length) throw new Error(`${this.name}: ${values.length} label values for ${names.length} labels`);
     let level = this.byValue;
+    // No labels: the one series sits under the key undefined.
     const last = names.length - 1;
     for (let i = 0; i < last; i++) {
       let next = level.get(values[i]) as Map<unknown, unknown> | undefined;
@@ -86,9 +73,7 @@ export abstract class SeriesMetric<T extends string, S extends { labels: Record<
     const value = last < 0 ? undefined : values[last];
     let series = level.get(value) as S | undefined;
     if (series === undefined) {
-      const labels: Record<string, string> = {};
-      names.forEach((name, i) => (labels[name] = values[i]!));
-      series = this.newSeries(labels);
+      series = this.newSeries(labels ? this.ownLabels(labels) : Object.fromEntries(names.map((name, i) => [name, values[i]!])));
       level.set(value, series);
       this.series.push(series);
     }

@@ -1,19 +1,16 @@
-import { Counter, Registry } from 'prom-client';
+import { Counter } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { SeriesCounter } from '../../src/metrics/series-counter.js';
+import { metricPair } from '../support/metric-pair.js';
 
 type Label = 'model' | 'type';
 
 function pair(labelNames: Label[]) {
-  const ours = new Registry();
-  const theirs = new Registry();
   const options = { name: 'demo_total', help: 'A demo "counter"\\nwith escapes.', labelNames };
-  return {
-    ours,
-    theirs,
-    fast: new SeriesCounter<Label>({ ...options, registers: [ours] }),
-    reference: new Counter<Label>({ ...options, registers: [theirs] }),
-  };
+  return metricPair(
+    (registers) => new SeriesCounter<Label>({ ...options, registers }),
+    (registers) => new Counter<Label>({ ...options, registers }),
+  );
 }
 
 describe('SeriesCounter', () => {
@@ -33,6 +30,21 @@ describe('SeriesCounter', () => {
     fast.reset();
     reference.reset();
     expect(await ours.metrics()).toBe(await theirs.metrics());
+  });
+
+  it('counts by label values (incAt) into the series inc finds, exported as prom-client exports them', async () => {
+    const { ours, theirs, fast, reference } = pair(['model', 'type']);
+    for (let i = 0; i < 500; i++) {
+      const model = `m-${i % 4}`;
+      const type = i % 3 === 0 ? 'prompt' : 'completion';
+      // Both ways into one counter: the same series whichever call saw a label pair first.
+      if (i % 2 === 0) fast.incAt([model, type], i);
+      else fast.inc({ model, type }, i);
+      reference.inc({ model, type }, i);
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    expect(() => fast.incAt(['only-one'], 1)).toThrow(/label values/);
+    expect(() => fast.incAt(['m', 't'], -1)).toThrow(/decrease/);
   });
 
   it('without labels, exports its one series from the start at 0, as prom-client does', async () => {

@@ -1,20 +1,17 @@
-import { Histogram, Registry } from 'prom-client';
+import { Histogram } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { SeriesHistogram } from '../../src/metrics/series-histogram.js';
+import { metricPair } from '../support/metric-pair.js';
 
 const BUCKETS = [0.001, 0.01, 0.1, 1, 10];
 type Label = 'model' | 'outcome';
 
 function pair() {
-  const ours = new Registry();
-  const theirs = new Registry();
   const options = { name: 'demo_seconds', help: 'A demo "histogram"\\nwith escapes.', labelNames: ['model', 'outcome'] as Label[], buckets: BUCKETS };
-  return {
-    ours,
-    theirs,
-    fast: new SeriesHistogram<Label>({ ...options, registers: [ours] }),
-    reference: new Histogram<Label>({ ...options, registers: [theirs] }),
-  };
+  return metricPair(
+    (registers) => new SeriesHistogram<Label>({ ...options, registers }),
+    (registers) => new Histogram<Label>({ ...options, registers }),
+  );
 }
 
 describe('SeriesHistogram', () => {
