@@ -120,8 +120,10 @@ function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number
 }
 
 const newList = (): PendingAppend[] => [];
-/** Most appends of a project in one batch, so that no batch grows without bound; a full one leaves at once. */
+/** Most appends in one batch, so that no batch grows without bound; a full one leaves at once. */
 const MAX_APPENDS_PER_BATCH = 128;
+/** One batch for every project: the write is shared, and on Cluster each command goes to its node. */
+const ALL_PROJECTS = '';
 
 interface PendingAppend {
   args: (string | number)[];
@@ -131,7 +133,7 @@ interface PendingAppend {
 
 export class RedisConversationStore implements ConversationStore {
   private readonly redis: Scripted;
-  /** Appends waiting for the end of the current event-loop turn, by project (see sendAppend). */
+  /** Appends waiting for the end of the current event-loop turn (see sendAppend). */
   private readonly appends = new TurnBatches<PendingAppend[]>(
     (appends) => this.sendAppends(appends),
     (closing) => inOneWrite(this.redis, closing),
@@ -173,7 +175,7 @@ export class RedisConversationStore implements ConversationStore {
       bytes += Buffer.byteLength(json);
       pairs.push(message.id, json);
     }
-    const reply = await this.sendAppend(append.projectId, [
+    const reply = await this.sendAppend([
       ...this.keysOf(append.projectId, append.conversationId),
       this.keys.usageStorageExpiry(append.projectId),
       this.keys.usageStorageSizes(append.projectId),
@@ -194,15 +196,15 @@ export class RedisConversationStore implements ConversationStore {
   }
 
   /**
-   * The appends of one project within one event-loop turn leave together, in one write: each
+   * The appends of one event-loop turn leave together, in one write: each
    * command written alone costs a system call (no auto-pipelining, see connect.ts), and a busy
    * replica stores a conversation per request. Each append keeps its own reply, error and
    * timeout, and their order.
    */
-  private sendAppend(projectId: string, args: (string | number)[]): Promise<(string | number)[] | null> {
-    const turn = this.appends.of(projectId, newList, undefined);
+  private sendAppend(args: (string | number)[]): Promise<(string | number)[] | null> {
+    const turn = this.appends.of(ALL_PROJECTS, newList, undefined);
     const stored = new Promise<(string | number)[] | null>((resolve, reject) => turn.push({ args, resolve, reject }));
-    if (turn.length >= MAX_APPENDS_PER_BATCH) this.appends.closeNow(projectId);
+    if (turn.length >= MAX_APPENDS_PER_BATCH) this.appends.closeNow(ALL_PROJECTS);
     return stored;
   }
 
