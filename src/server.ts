@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   const settings = readProcessSettings();
   const config = await loadConfigFile(settings.configPath);
   const metrics = new Metrics({ projectLabel: config.metrics.project_label });
-  const logger = createLogger(settings.logLevel, logDestination(() => metrics.logLinesDropped.inc()));
+  const logger = createLogger(settings.logLevel, logDestination((lines) => metrics.logLinesDropped.inc(lines)));
   if (settings.drainTimeoutMs !== undefined) config.server.drain_timeout_ms = settings.drainTimeoutMs;
 
   const { store, health } = await createStore(

@@ -30,7 +30,7 @@ export class Metrics {
     this.store = new StoreMetrics(this.registry);
     this.logLinesDropped = new Counter({
       name: 'nova_log_lines_dropped_total',
-      help: 'Log lines dropped because the log reader (stdout) fell more than 16 MiB behind',
+      help: 'Log lines dropped because the log reader (stdout) fell more than 16 MiB behind or the pipe broke',
       registers: [this.registry],
     });
     this.busyPollSeconds = new Counter({
