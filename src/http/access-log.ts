@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { REDACTED_PATHS } from '../logger.js';
 
@@ -26,14 +26,32 @@ function member(key: string): string {
 const REDACTED_KEYS = new Set(REDACTED_PATHS.map((path) => path.split('.')[0]));
 
 
+/** A member of the access line (`,"key":value`), or undefined for a value pino must write (see writeAccessLine). */
+function memberOf(key: string, value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return member(key) + JSON.stringify(value);
+    case 'number':
+      return member(key) + (Number.isFinite(value) ? value : 'null');
+    case 'boolean':
+      return member(key) + value;
+    default:
+      return value === null ? `${member(key)}null` : undefined;
+  }
+}
+
+/** The members every access line starts with, in this order. */
+const BASE_KEYS = new Set(['method', 'route', 'status_code', 'response_time_ms', 'project_id', 'client_address']);
+
 /**
  * The access line written directly, in the logger's own format (its level prefix, time, bindings
- * and line end). pino's general path runs per-key serializers and the redaction of every key on
- * each line, a few microseconds a request for fields that are the gateway's own. A value that is
- * not a string, number, boolean or null, a key that a redaction path names, or a logger set up
- * to rewrite lines goes through pino (false).
+ * and line end), from the request and the fields its route added, without first merging them into
+ * one object. pino's general path runs per-key serializers and the redaction of every key on each
+ * line, a few microseconds a request for fields that are the gateway's own. A value that is not a
+ * string, number, boolean or null, a key that a redaction path names or that repeats a base key,
+ * or a logger set up to rewrite lines goes through pino (false).
  */
-function writeAccessLine(log: FastifyBaseLogger, fields: Record<string, unknown>): boolean {
+function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply: FastifyReply, elapsedMs: number): boolean {
   const internals = log as unknown as Record<symbol, unknown>;
   const prefix = (internals[symbols.lsCacheSym] as Record<number, string> | undefined)?.[30];
   const stream = internals[symbols.streamSym] as { write(line: string): unknown } | undefined;
@@ -48,25 +66,29 @@ function writeAccessLine(log: FastifyBaseLogger, fields: Record<string, unknown>
   const hooks = internals[symbols.hooksSym] as { streamWrite?: unknown } | undefined;
   if (internals[symbols.mixinSym] || formatters?.log || hooks?.streamWrite || internals[(symbols as unknown as Record<string, symbol>).msgPrefixSym!]) return false;
   if ((stream as Record<symbol, unknown>)[symbols.needsMetadataGsym] === true) return false;
-  let line = prefix + time() + chindings;
+  const projectId = request.principal?.projectId;
+  let line =
+    prefix +
+    time() +
+    chindings +
+    member('method') +
+    JSON.stringify(request.method) +
+    memberOf('route', request.routeOptions.url ?? null) +
+    member('status_code') +
+    reply.statusCode +
+    member('response_time_ms') +
+    elapsedMs +
+    (projectId === undefined ? '' : member('project_id') + JSON.stringify(projectId)) +
+    member('client_address') +
+    JSON.stringify(request.ip);
+  const fields = request.logFields;
   for (const key in fields) {
     const value = fields[key];
     if (value === undefined) continue;
-    if (REDACTED_KEYS.has(key)) return false;
-    switch (typeof value) {
-      case 'string':
-        line += member(key) + JSON.stringify(value);
-        break;
-      case 'number':
-        line += member(key) + (Number.isFinite(value) ? value : 'null');
-        break;
-      case 'boolean':
-        line += member(key) + value;
-        break;
-      default:
-        if (value !== null) return false;
-        line += `${member(key)}null`;
-    }
+    if (REDACTED_KEYS.has(key) || BASE_KEYS.has(key)) return false;
+    const written = memberOf(key, value);
+    if (written === undefined) return false;
+    line += written;
   }
   stream.write(`${line},${JSON.stringify(messageKey)}:${JSON.stringify(MESSAGE)}${end}`);
   return true;
@@ -85,16 +107,19 @@ export function installAccessLog(app: FastifyInstance): void {
     request.accessLogged = true;
     const log = request.log as FastifyBaseLogger & Partial<Pick<Logger, 'isLevelEnabled'>>;
     if (log.isLevelEnabled && !log.isLevelEnabled('info')) return done();
-    const fields = {
-      method: request.method,
-      route: request.routeOptions.url ?? null,
-      status_code: reply.statusCode,
-      response_time_ms: Math.round(reply.elapsedTime * 100) / 100,
-      project_id: request.principal?.projectId,
-      client_address: request.ip,
-      ...request.logFields,
-    };
-    if (!writeAccessLine(log, fields)) log.info(fields, MESSAGE);
+    const elapsedMs = Math.round(reply.elapsedTime * 100) / 100;
+    if (!writeAccessLine(log, request, reply, elapsedMs)) {
+      const fields = {
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        status_code: reply.statusCode,
+        response_time_ms: elapsedMs,
+        project_id: request.principal?.projectId,
+        client_address: request.ip,
+        ...request.logFields,
+      };
+      log.info(fields, MESSAGE);
+    }
     done();
   });
 }
@@ -102,5 +127,6 @@ export function installAccessLog(app: FastifyInstance): void {
 /** Adds fields to the access line; after it was written (an aborted stream ending late), logs them alone. */
 export function addLogFields(request: FastifyRequest, fields: Record<string, unknown>, message: string): void {
   if (request.accessLogged) request.log.info(fields, message);
-  else request.logFields = { ...request.logFields, ...fields };
+  // The first fields are kept as given (the caller's own object), later ones merged into them.
+  else request.logFields = request.logFields === null ? fields : Object.assign(request.logFields, fields);
 }

@@ -90,4 +90,23 @@ describe('access log line', () => {
     expect(line).not.toContain('sk-nested');
     expect(JSON.parse(line!)).toMatchObject({ secret: '[redacted]', api_key: { secret: '[redacted]' }, model: 'm', route: '/probe', status_code: 200 });
   });
+
+  it('merges fields added twice, and lets a route field replace a base field once, in its place', async () => {
+    const { stream, lines } = capture();
+    const app = Fastify({ loggerInstance: createLogger('info', stream) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
+    installAccessLog(app);
+    app.addHook('onRequest', (request, _reply, done) => {
+      addLogFields(request, { model: 'm', outcome: 'first' }, 'unused');
+      addLogFields(request, { outcome: 'second', route: '/renamed' }, 'unused');
+      done();
+    });
+    app.get('/probe', async () => ({ ok: true }));
+    expect((await app.inject({ method: 'GET', url: '/probe' })).statusCode).toBe(200);
+    await app.close();
+    const [line] = lines.filter((candidate) => candidate.includes('request completed'));
+    expect(line!.match(/"route":/g)).toHaveLength(1);
+    const parsed = JSON.parse(line!) as Record<string, unknown>;
+    expect(parsed).toMatchObject({ route: '/renamed', model: 'm', outcome: 'second', method: 'GET' });
+    expect(Object.keys(parsed).indexOf('route')).toBeLessThan(Object.keys(parsed).indexOf('status_code'));
+  });
 });
