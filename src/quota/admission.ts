@@ -4,6 +4,7 @@ import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
 import { RecentMap } from '../recent-map.js';
 import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
+import { POLICY_FIELDS } from '../store/policy.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
 import { budgetPeriodsAt } from './budget-periods.js';
 import { FallbackLimiter, refusedDecision } from './fallback-limiter.js';
@@ -82,6 +83,10 @@ export class Admission implements Settler {
           day,
           month,
         });
+        // The project's policy object is kept while its values do not change: what is derived
+        // from it (the rate-limit header text) is made once per policy, not once per request.
+        const known = this.policies.get(projectId);
+        if (known !== undefined && samePolicy(known, decision.policy)) decision.policy = known;
         this.policies.set(projectId, decision.policy);
         if (probe) metrics.fallbackActive.set(0);
         this.skipStoreUntil = 0;
@@ -178,4 +183,9 @@ export class Admission implements Settler {
     return this.now() >= this.skipStoreUntil && !this.probing;
   }
 
+}
+
+function samePolicy(a: RateLimitPolicy, b: RateLimitPolicy): boolean {
+  for (const field of POLICY_FIELDS) if (a[field] !== b[field]) return false;
+  return true;
 }

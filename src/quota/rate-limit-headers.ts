@@ -1,5 +1,6 @@
 import type { Admitted } from './admission.js';
 import type { ManagementDecision } from './management-limit.js';
+import type { RateLimitPolicy } from '../store/types.js';
 
 /** `250ms`, `1s`, `1.5s`, `6m0s`: the duration format of OpenAI's x-ratelimit-reset-* headers. */
 export function formatDuration(ms: number): string {
@@ -12,38 +13,63 @@ export function formatDuration(ms: number): string {
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
+/** What the headers say of a policy alone (its limits and windows): made once per policy object. */
+interface PolicyText {
+  window: number;
+  burstWindow: number;
+  requestsLimit: string;
+  tokensLimit: string | null;
+  /** The `ratelimit-policy` field. */
+  policies: string;
+}
+
+const policyTexts = new WeakMap<RateLimitPolicy, PolicyText>();
+
+function policyTextOf(policy: RateLimitPolicy, window: number, burstWindow: number): PolicyText {
+  const known = policyTexts.get(policy);
+  if (known !== undefined && known.window === window && known.burstWindow === burstWindow) return known;
+  let policies = `"requests";q=${policy.requests_per_minute};w=${window}, "burst";q=${policy.burst_limit};w=${burstWindow}`;
+  if (policy.tokens_per_minute !== null) policies += `, "tokens";q=${policy.tokens_per_minute};w=${window}`;
+  // No window: a slot frees when a request ends.
+  if (policy.max_concurrent_requests !== null) policies += `, "concurrency";q=${policy.max_concurrent_requests}`;
+  const text: PolicyText = {
+    window,
+    burstWindow,
+    requestsLimit: String(policy.requests_per_minute),
+    tokensLimit: policy.tokens_per_minute === null ? null : String(policy.tokens_per_minute),
+    policies,
+  };
+  policyTexts.set(policy, text);
+  return text;
+}
+
 /**
  * The rate-limit response fields. x-ratelimit-*-requests describe the rolling window
  * (limit = requests_per_minute, remaining in the window, time until the window is empty), and with
  * a token rate x-ratelimit-*-tokens the token window (OpenAI's names). The IETF fields
  * (draft-ietf-httpapi-ratelimit-headers) list one entry per active policy: "requests" (the rolling
  * window), "burst" (the burst allowance), "tokens" and "concurrency" when the project has them.
+ * Admission keeps a project's policy object while its values stay the same, so the policy's part
+ * of the text is made once.
  */
 export function rateLimitHeaders(decision: Admitted, windowSeconds: number, burstWindowSeconds: number): Record<string, string> {
   const { policy } = decision;
-  const window = Math.max(1, Math.round(windowSeconds));
-  const burstWindow = Math.max(1, Math.round(burstWindowSeconds));
-  const policies = [`"requests";q=${policy.requests_per_minute};w=${window}`, `"burst";q=${policy.burst_limit};w=${burstWindow}`];
-  const states = [`"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}`, `"burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`];
+  const text = policyTextOf(policy, Math.max(1, Math.round(windowSeconds)), Math.max(1, Math.round(burstWindowSeconds)));
+  let states = `"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}, "burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`;
   const headers: Record<string, string> = {
-    'x-ratelimit-limit-requests': String(policy.requests_per_minute),
+    'x-ratelimit-limit-requests': text.requestsLimit,
     'x-ratelimit-remaining-requests': String(decision.remaining),
     'x-ratelimit-reset-requests': formatDuration(decision.resetMs),
   };
-  if (policy.tokens_per_minute !== null) {
-    headers['x-ratelimit-limit-tokens'] = String(policy.tokens_per_minute);
+  if (text.tokensLimit !== null) {
+    headers['x-ratelimit-limit-tokens'] = text.tokensLimit;
     headers['x-ratelimit-remaining-tokens'] = String(decision.tokensRemaining);
     headers['x-ratelimit-reset-tokens'] = formatDuration(decision.tokensResetMs);
-    policies.push(`"tokens";q=${policy.tokens_per_minute};w=${window}`);
-    states.push(`"tokens";r=${decision.tokensRemaining};t=${seconds(decision.tokensResetMs)}`);
+    states += `, "tokens";r=${decision.tokensRemaining};t=${seconds(decision.tokensResetMs)}`;
   }
-  if (policy.max_concurrent_requests !== null) {
-    // No window: a slot frees when a request ends.
-    policies.push(`"concurrency";q=${policy.max_concurrent_requests}`);
-    states.push(`"concurrency";r=${Math.max(0, policy.max_concurrent_requests - decision.inFlight)}`);
-  }
-  headers['ratelimit-policy'] = policies.join(', ');
-  headers.ratelimit = states.join(', ');
+  if (policy.max_concurrent_requests !== null) states += `, "concurrency";r=${Math.max(0, policy.max_concurrent_requests - decision.inFlight)}`;
+  headers['ratelimit-policy'] = text.policies;
+  headers.ratelimit = states;
   return headers;
 }
 

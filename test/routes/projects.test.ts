@@ -71,6 +71,12 @@ describe.each(STORE_KINDS)('project settings, rate limits and usage routes (%s)'
       expect(response.statusCode).toBe(200);
       expect(response.json()).toMatchObject({ id: project.projectId, object: 'nova.resource', status: 'succeeded', requests_per_minute: 1000, burst_limit: 20 });
       expect((await patch(project.projectId, { requests_per_minute: 2000 })).json()).toMatchObject({ requests_per_minute: 2000, burst_limit: 20 });
+      // Requests under one policy, then another: the headers follow each change.
+      for (let i = 0; i < 2; i++) {
+        const under = await hit(t.app, project);
+        expect(under.headers['x-ratelimit-limit-requests']).toBe('2000');
+        expect(under.headers['ratelimit-policy']).toBe('"requests";q=2000;w=60, "burst";q=20;w=600');
+      }
       expect((await patch(project.projectId, { requests_per_minute: 1000, burst_limit: 0 })).json()).toMatchObject({ requests_per_minute: 1000, burst_limit: 0 });
       // The next request already runs under the new policy.
       const next = await hit(t.app, project);
