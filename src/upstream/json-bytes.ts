@@ -129,7 +129,11 @@ export function replaceStringValue(buf: Buffer, quotedKey: Buffer, replacement: 
   const close = stringEnd(buf, key.valueStart);
   if (close === -1) return buf;
   const end = close + 1;
-  if (end - key.valueStart === replacement.length && buf.compare(replacement, 0, replacement.length, key.valueStart, end) === 0) return buf;
+  if (end - key.valueStart === replacement.length) {
+    // Already the replacement (the usual case: the upstream's name is the public one).
+    const same = text !== undefined ? text.startsWith(latin1Of(replacement), key.valueStart) : buf.compare(replacement, 0, replacement.length, key.valueStart, end) === 0;
+    if (same) return buf;
+  }
   return Buffer.concat([buf.subarray(0, key.valueStart), replacement, buf.subarray(end)]);
 }
 

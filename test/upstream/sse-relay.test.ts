@@ -86,6 +86,13 @@ describe('SseRelay', () => {
     const { text } = await relay(input, { hide: false, publicModel: 'public-1', splitEvery: 11 });
     expect(text).toBe(input.replaceAll('"model":"upstream/name"', '"model":"public-1"').replaceAll('"model":"m"', '"model":"public-1"'));
     expect(text).toContain(JSON.stringify('the "model":"x" text'));
+    // A name as long as the public one but different is rewritten; the public one itself (also
+    // with a non-ASCII name, compared as bytes) is kept as it is.
+    for (const [upstream, publicModel] of [['public-2', 'public-1'], ['public-1', 'public-1'], ['modèle-1', 'modèle-2'], ['modèle-2', 'modèle-2']]) {
+      const named = `${chunk('hi', '', upstream)}data: [DONE]\n\n`;
+      const out = await relay(named, { hide: false, publicModel, splitEvery: 7 });
+      expect(out.text).toBe(named.replace(`"model":"${upstream}"`, `"model":"${publicModel}"`));
+    }
   });
 
   it('handles CRLF line endings', async () => {
