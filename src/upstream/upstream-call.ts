@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Dispatcher, FormData } from 'undici';
+import type { FormData } from 'undici';
 import type { BusyPoll } from '../busy-poll.js';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
@@ -9,11 +9,14 @@ import { upstreamError } from '../http/errors.js';
 import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
 import type { Operation } from './operations.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
+import { sendWhole } from './whole-reply.js';
 
 export interface UpstreamResponse {
   status: number;
   headers: IncomingHttpHeaders;
   body: Readable;
+  /** The whole body, when the call asked for it so (`CallOptions.wholeLimit`): read it instead of `body`. */
+  whole?: Promise<Buffer>;
 }
 
 export interface CallOptions {
@@ -23,6 +26,8 @@ export interface CallOptions {
   signal: CallSignal;
   /** Keeps the event loop polling until the response headers arrive (none: sleeps as usual). */
   busyPoll?: BusyPoll;
+  /** A reply that is not a stream is read whole, up to this many bytes (`UpstreamResponse.whole`). */
+  wholeLimit?: number;
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -40,8 +45,9 @@ export async function readBody(body: Readable, limit = Number.POSITIVE_INFINITY)
 
 /**
  * Reads a whole reply, failing with a 502 (and closing the upstream connection) past `limit`
- * bytes, so no reply can hold unbounded memory. Listeners, not an async iterator: this is on
- * every JSON request's path, and the iterator's promise per chunk costs more than the read.
+ * bytes, so no reply can hold unbounded memory. Listeners, not an async iterator: the iterator's
+ * promise per chunk costs more than the read. (A model call's JSON reply is collected without a
+ * stream at all: `CallOptions.wholeLimit`, see whole-reply.ts.)
  */
 export function readBounded(body: Readable, limit: number): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
@@ -98,22 +104,22 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
   const headers: Record<string, string> = { accept: request.accept, 'x-request-id': options.requestId };
   if (request.contentType) headers['content-type'] = request.contentType;
   if (target.authorization) headers.authorization = target.authorization;
+  const dispatch = {
+    method: request.method ?? 'POST',
+    path: upstreamPath(target, request.path),
+    headers,
+    body: request.body,
+    headersTimeout: target.timeoutMs,
+    bodyTimeout: target.timeoutMs,
+  };
   options.busyPoll?.hold();
-  let response: Dispatcher.ResponseData;
   try {
-    response = await target.pool.request({
-      method: request.method ?? 'POST',
-      path: upstreamPath(target, request.path),
-      headers,
-      body: request.body,
-      signal: options.signal,
-      headersTimeout: target.timeoutMs,
-      bodyTimeout: target.timeoutMs,
-    });
+    if (options.wholeLimit !== undefined && !options.stream) return await sendWhole(target.pool, dispatch, options.signal, options.wholeLimit);
+    const response = await target.pool.request({ ...dispatch, signal: options.signal });
+    return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
   } finally {
     options.busyPoll?.release();
   }
-  return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
 }
 
 /** One model request to one target (the echo provider answers chat in process). */

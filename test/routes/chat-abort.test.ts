@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
@@ -97,5 +99,74 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     expect(usage.of('req-breaks')).toEqual([expect.objectContaining({ completionTokens: 2, storageBytesDelta: 0 })]);
     const conversation = await test.app.inject({ url: `/v1/conversations/${res.headers['x-conversation-id']}`, headers: project.auth });
     expect(conversation.statusCode).toBe(404);
+  });
+});
+
+describe('non-streaming replies that break off or stall mid-body (real sockets)', () => {
+  let server: Server;
+  let test: TestApp;
+  let project: TestProject;
+  let usage: RecordingUsageMeter;
+  let base: string;
+  const closed: string[] = [];
+  const half = '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"par';
+
+  beforeAll(async () => {
+    // Headers and half a JSON body, then: the connection cut (/cut), or nothing more (/stall).
+    server = createServer((request, response) => {
+      request.resume();
+      response.once('close', () => closed.push(request.url ?? ''));
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(half.length * 2) });
+      response.write(half);
+      if (request.url?.startsWith('/cut')) setTimeout(() => response.socket?.destroy(), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const upstream = { baseUrl: () => `${origin}/unused/v1` } as unknown as FakeUpstream;
+    usage = new RecordingUsageMeter();
+    test = await buildTestApp('memory', {
+      config: chatConfig(upstream, [
+        { id: 'cut-1', upstream: `${origin}/cut/v1`, timeout_ms: 10_000 },
+        { id: 'stall-1', upstream: `${origin}/stall/v1`, timeout_ms: 10_000 },
+      ]),
+      deps: { usage, env: chatEnv },
+    });
+    base = await test.app.listen({ port: 0, host: '127.0.0.1' });
+    project = await createProject(test.app);
+  });
+  afterAll(async () => {
+    await test.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('answers 503 (upstream_unavailable, as for a reset connection) when the reply is cut off after its headers, and meters nothing', async () => {
+    const response = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-cut-json' },
+      body: JSON.stringify({ model: 'cut-1', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_unavailable');
+    await until(() => usage.of('req-cut-json').length > 0);
+    expect(usage.of('req-cut-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+  });
+
+  it('a client that gives up while the reply is arriving cancels the upstream request', async () => {
+    const controller = new AbortController();
+    const pending = fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-stall-json' },
+      body: JSON.stringify({ model: 'stall-1', messages: [{ role: 'user', content: 'x' }] }),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await until(() => test.ctx.lifecycle.inFlight > 0);
+    await sleep(50);
+    expect(closed.filter((url) => url.startsWith('/stall'))).toEqual([]);
+    controller.abort();
+    await pending;
+    await until(() => closed.some((url) => url.startsWith('/stall')));
+    await until(() => usage.of('req-stall-json').length > 0);
+    expect(usage.of('req-stall-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
   });
 });

@@ -51,7 +51,13 @@ export class ModelCall {
 
   /** Sends the body built for each target to the model's targets in order (fallbacks before the first byte). */
   send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
-    const options = { requestId: this.request.id, stream: this.stream, signal: this.signal, busyPoll: this.ctx.busyPoll };
+    const options = {
+      requestId: this.request.id,
+      stream: this.stream,
+      signal: this.signal,
+      busyPoll: this.ctx.busyPoll,
+      wholeLimit: this.ctx.config.upstream.max_json_reply_bytes,
+    };
     return requestWithFallback(
       targets === this.model.targets ? this.model : { ...this.model, targets },
       (target) => callTarget(target, this.operation, this.model.id, bodyFor(this.upstreamModelOf(target)), options),

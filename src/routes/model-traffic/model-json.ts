@@ -9,7 +9,7 @@ const MODEL_KEY = Buffer.from('"model"');
 
 /** The whole upstream reply, bounded by `upstream.max_json_reply_bytes`; a client abort stays an abort. */
 export async function readReply(call: ModelCall, response: UpstreamResponse): Promise<Buffer> {
-  return readBounded(response.body, call.ctx.config.upstream.max_json_reply_bytes).catch((error: unknown) => {
+  return (response.whole ?? readBounded(response.body, call.ctx.config.upstream.max_json_reply_bytes)).catch((error: unknown) => {
     throw call.signal.aborted ? error : mapUpstreamFailure(error);
   });
 }

@@ -1,0 +1,93 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import { util, type Dispatcher } from 'undici';
+import { upstreamError } from '../http/errors.js';
+import type { CallSignal } from './call-signal.js';
+
+/** An upstream answer whose body is read whole (see `sendWhole`). */
+export interface WholeResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The whole body: rejects past the limit, when the upstream breaks off, or when the call is cancelled. */
+  whole: Promise<Buffer>;
+  /** The same bytes as a stream, for a reader that wants one (an error reply's text). */
+  body: Readable;
+}
+
+/**
+ * Dispatches one request and collects its reply's body itself, as it arrives, up to `limit` bytes.
+ * undici's `request()` gives every reply a Readable body, whose state, events and buffering cost
+ * more than collecting the chunks for a reply that is read whole anyway (about 5 µs a call in a
+ * micro-benchmark). Resolves with the status and headers; the body follows in `whole`.
+ */
+export function sendWhole(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions, signal: CallSignal, limit: number): Promise<WholeResponse> {
+  return new Promise<WholeResponse>((resolve, reject) => {
+    dispatcher.dispatch(options, new WholeReplyHandler(signal, limit, resolve, reject));
+  });
+}
+
+class WholeReplyHandler implements Dispatcher.DispatchHandler {
+  private abortCall: ((reason: Error) => void) | null = null;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private answered = false;
+  private settleWhole!: { resolve: (bytes: Buffer) => void; reject: (error: unknown) => void };
+  private readonly whole: Promise<Buffer>;
+  private readonly onAbort = () => this.abortCall?.(this.signal.reason as Error);
+
+  constructor(
+    private readonly signal: CallSignal,
+    private readonly limit: number,
+    private readonly resolve: (response: WholeResponse) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    this.whole = new Promise<Buffer>((resolveWhole, rejectWhole) => (this.settleWhole = { resolve: resolveWhole, reject: rejectWhole }));
+    // Read or not (a reply its caller gave up on), a failed body is never an unhandled rejection.
+    this.whole.catch(() => undefined);
+    signal.once('abort', this.onAbort);
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abortCall = abort;
+    if (this.signal.aborted) abort(this.signal.reason as Error);
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    this.answered = true;
+    const whole = this.whole;
+    this.resolve({
+      status: statusCode,
+      headers: util.parseHeaders(rawHeaders) as IncomingHttpHeaders,
+      whole,
+      get body() {
+        return Readable.from(
+          (async function* () {
+            yield await whole;
+          })(),
+        );
+      },
+    });
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.size += chunk.length;
+    if (this.size > this.limit) {
+      this.abortCall?.(upstreamError(`The model backend sent a reply larger than the gateway accepts (${this.limit} bytes).`));
+      return false;
+    }
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    this.signal.off('abort', this.onAbort);
+    this.settleWhole.resolve(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size));
+  }
+
+  onError(error: Error): void {
+    this.signal.off('abort', this.onAbort);
+    if (this.answered) this.settleWhole.reject(error);
+    else this.reject(error);
+  }
+}
