@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
@@ -102,7 +102,7 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
   });
 });
 
-describe('non-streaming replies that break off or stall mid-body (real sockets)', () => {
+describe('replies that break off or stall mid-body, and a stream the client reads slowly (real sockets)', () => {
   let server: Server;
   let test: TestApp;
   let project: TestProject;
@@ -110,11 +110,32 @@ describe('non-streaming replies that break off or stall mid-body (real sockets)'
   let base: string;
   const closed: string[] = [];
   const half = '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"par';
+  // 40 MB: more than the sockets between can buffer (loopback buffers grow to several MB each).
+  const FLOOD_EVENTS = 2_000;
+  const floodEvent = (n: number) =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'flood-1', choices: [{ index: 0, delta: { content: `${n} ${'x'.repeat(20_000)}` } }] })}\n\n`;
+  /** Bytes of the flood the gateway has taken off the upstream's hands so far. */
+  let flooded = 0;
+  function flood(response: ServerResponse): void {
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    let n = 0;
+    const more = () => {
+      while (n < FLOOD_EVENTS) {
+        const event = floodEvent(n++);
+        const room = response.write(event, () => (flooded += event.length));
+        if (!room) return void response.once('drain', more);
+      }
+      response.end('data: [DONE]\n\n');
+    };
+    more();
+  }
 
   beforeAll(async () => {
     // Headers and half a JSON body, then: the connection cut (/cut), or nothing more (/stall).
+    // /flood: a stream written as fast as the gateway takes it.
     server = createServer((request, response) => {
       request.resume();
+      if (request.url?.startsWith('/flood')) return flood(response);
       response.once('close', () => closed.push(request.url ?? ''));
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(half.length * 2) });
       response.write(half);
@@ -128,6 +149,7 @@ describe('non-streaming replies that break off or stall mid-body (real sockets)'
       config: chatConfig(upstream, [
         { id: 'cut-1', upstream: `${origin}/cut/v1`, timeout_ms: 10_000 },
         { id: 'stall-1', upstream: `${origin}/stall/v1`, timeout_ms: 10_000 },
+        { id: 'flood-1', upstream: `${origin}/flood/v1`, timeout_ms: 10_000 },
       ]),
       deps: { usage, env: chatEnv },
     });
@@ -168,5 +190,49 @@ describe('non-streaming replies that break off or stall mid-body (real sockets)'
     await until(() => closed.some((url) => url.startsWith('/stall')));
     await until(() => usage.of('req-stall-json').length > 0);
     expect(usage.of('req-stall-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+  });
+
+  it('passes a client that reads slowly the upstream\'s pace: the upstream waits, nothing piles up, every event arrives in order', async () => {
+    const url = new URL(`${base}/v1/chat/completions`);
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      const outgoing = httpRequest(url, { method: 'POST', headers: { ...project.auth, 'content-type': 'application/json' } }, resolve);
+      outgoing.on('error', reject);
+      outgoing.end(JSON.stringify({ model: 'flood-1', messages: [{ role: 'user', content: 'x' }], stream: true }));
+    });
+    expect(response.statusCode).toBe(200);
+    response.pause();
+    // The events' numbers as they arrive, read from each event's start (an event is 20 KB).
+    const numbers: number[] = [];
+    let rest = '';
+    let done = false;
+    try {
+      // The client reads nothing: the upstream gets as far as the sockets' buffers between take
+      // (several MB on loopback), then waits: its count stops moving, short of the whole flood.
+      const total = Array.from({ length: FLOOD_EVENTS }, (_, n) => floodEvent(n).length).reduce((a, b) => a + b, 0);
+      let seen = -1;
+      let still = 0;
+      await until(() => {
+        still = flooded === seen ? still + 1 : 0;
+        seen = flooded;
+        return still >= 30 || flooded === total;
+      }, 20_000);
+      expect(flooded).toBeLessThan(total);
+      response.setEncoding('utf8');
+      response.on('data', (part: string) => {
+        const events = (rest + part).split('\n\n');
+        rest = events.pop()!;
+        for (const event of events) {
+          if (event === 'data: [DONE]') done = true;
+          else numbers.push(Number(/"content":"(\d+) /.exec(event.slice(0, 200))?.[1]));
+        }
+      });
+      response.resume();
+      await new Promise((resolve) => response.once('end', resolve));
+    } finally {
+      response.destroy();
+    }
+    expect(numbers).toHaveLength(FLOOD_EVENTS);
+    expect(numbers.every((n, index) => n === index)).toBe(true);
+    expect(done && rest === '').toBe(true);
   });
 });
