@@ -95,7 +95,10 @@ export class SseRelay {
   private tokenSeen = false;
   private finishing = false;
   private waitingForDrain = false;
-  private corked = false;
+  /** What this event-loop turn relayed, written to the client as one chunk when the turn is over. */
+  private outgoing: Buffer[] = [];
+  private outgoingBytes = 0;
+  private flushScheduled = false;
   private source: Readable | null = null;
 
   constructor(
@@ -114,7 +117,7 @@ export class SseRelay {
   endWith(event: string): void {
     this.stop();
     if (this.finishing) return;
-    this.sink.write(event);
+    this.forward(Buffer.from(event));
     this.finish();
   }
 
@@ -148,7 +151,8 @@ export class SseRelay {
       const out = this.inspect(rest);
       if (out) this.forward(out);
     }
-    const end = () => void this.sink.end();
+    // The last events leave with the end of the response: one write.
+    const end = () => void (this.outgoing.length > 0 ? this.sink.end(this.takeOutgoing()) : this.sink.end());
     const beforeEnd = this.options.beforeEnd;
     if (!beforeEnd) return end();
     beforeEnd().then(end, end);
@@ -159,24 +163,24 @@ export class SseRelay {
     // String's indexOf: a Buffer's crosses into C++ on every call, and an event takes five or six.
     const text = buf.toString('latin1');
     const hasCr = text.includes('\r');
-    const out: Buffer[] = [];
     let position = 0;
     let emitFrom = 0;
     for (;;) {
       const end = eventEnd(text, position, hasCr);
       if (end === -1) break;
       if (end - position > this.options.maxEventBytes) return this.oversize();
-      const event = buf.subarray(position, end);
-      const relayed = this.inspect(event, text.slice(position, end));
+      // A token server's chunk is usually one whole event: then no view of it is made.
+      const whole = position === 0 && end === buf.length;
+      const event = whole ? buf : buf.subarray(position, end);
+      const relayed = this.inspect(event, whole ? text : text.slice(position, end));
       if (relayed !== event) {
-        if (position > emitFrom) out.push(buf.subarray(emitFrom, position));
-        if (relayed) out.push(relayed);
+        if (position > emitFrom) this.forward(buf.subarray(emitFrom, position));
+        if (relayed) this.forward(relayed);
         emitFrom = end;
       }
       position = end;
     }
-    if (position > emitFrom) out.push(buf.subarray(emitFrom, position));
-    if (out.length > 0) this.forward(out.length === 1 ? out[0]! : Buffer.concat(out));
+    if (position > emitFrom) this.forward(emitFrom === 0 && position === buf.length ? buf : buf.subarray(emitFrom, position));
     if (position < buf.length) this.hold(Buffer.from(buf.subarray(position)));
   }
 
@@ -203,8 +207,38 @@ export class SseRelay {
       this.started = true;
       this.options.onFirstByte?.();
     }
-    this.coalesce();
-    if (this.sink.write(bytes) || this.waitingForDrain || !this.source) return;
+    this.outgoing.push(bytes);
+    this.outgoingBytes += bytes.length;
+    // Past what the client's response buffers, at once: its backpressure applies as before.
+    if (this.outgoingBytes >= this.sink.writableHighWaterMark) return this.flush();
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flushAtTurnEnd);
+    }
+  }
+
+  /**
+   * What is relayed within one event-loop turn leaves as one chunk of the response, in one write:
+   * the upstream's events that arrived together (a token server writes each alone, and each write
+   * of a chunked response is four writes to its socket: size, CRLF, data, CRLF), and the last
+   * events with the end of the response. While finishing (storing the conversation before the
+   * end), the last events wait and leave with the end.
+   */
+  private readonly flushAtTurnEnd = () => {
+    this.flushScheduled = false;
+    if (!this.finishing && !this.sink.writableEnded) this.flush();
+  };
+
+  private takeOutgoing(): Buffer {
+    const bytes = this.outgoing.length === 1 ? this.outgoing[0]! : Buffer.concat(this.outgoing, this.outgoingBytes);
+    this.outgoing = [];
+    this.outgoingBytes = 0;
+    return bytes;
+  }
+
+  private flush(): void {
+    if (this.outgoing.length === 0) return;
+    if (this.sink.write(this.takeOutgoing()) || this.waitingForDrain || !this.source) return;
     // The client reads slower than the upstream writes: the upstream waits.
     this.waitingForDrain = true;
     this.source.pause();
@@ -212,30 +246,6 @@ export class SseRelay {
       this.waitingForDrain = false;
       this.source?.resume();
     });
-  }
-
-  /**
-   * What is written to the client within one event-loop turn leaves in one write: the upstream's
-   * chunks that arrived together, and the last events with the end of the response (which, on its
-   * own, would cost a write of 5 bytes). The connection is corked until the turn is over; ending the
-   * response uncorks it at once. The response's socket is corked, not the response: a corked
-   * response holds its chunks back itself, and on Node 22 end() writes them after the final chunk.
-   */
-  private coalesce(): void {
-    if (this.corked) return;
-    this.corked = true;
-    const target = this.corkTarget();
-    target.cork();
-    setImmediate(() => {
-      this.corked = false;
-      // Finishing (storing the conversation before the end): the last events wait and leave with
-      // the end of the response, which uncorks it.
-      if (!this.sink.writableEnded && !this.finishing) target.uncork();
-    });
-  }
-
-  private corkTarget(): Writable {
-    return (this.sink as Writable & { socket?: Writable | null }).socket ?? this.sink;
   }
 
   /** Looks at one complete event (`text`: its latin1 string, see relay); returns it, its rewritten form, or null to drop it. */

@@ -153,16 +153,16 @@ describe('SseRelay', () => {
     expect(r.completed).toBe(true);
   });
 
-  it('writes what arrives within one event-loop turn, and the end, in one write to the client', async () => {
-    const writes: number[] = [];
+  it('writes what arrives within one event-loop turn, and the end, as one chunk in one write to the client', async () => {
+    const writes: string[][] = [];
     const sink = new Writable({
       // One call per write reaching the socket: a batch of buffered chunks is one writev.
       writev(chunks, callback) {
-        writes.push(chunks.length);
+        writes.push(chunks.map(({ chunk }) => String(chunk)));
         callback();
       },
-      write(_chunk, _encoding, callback) {
-        writes.push(1);
+      write(chunk, _encoding, callback) {
+        writes.push([String(chunk)]);
         callback();
       },
     });
@@ -170,20 +170,41 @@ describe('SseRelay', () => {
     const finished = new Promise((resolve) => sink.on('finish', resolve));
     r.accept(Buffer.from(chunk('a')));
     r.accept(Buffer.from(chunk('b')));
+    expect(writes).toEqual([]);
     await new Promise((resolve) => setImmediate(resolve));
     // The next turn: its chunks and the end of the stream go together.
     r.accept(Buffer.from(chunk('c')));
     r.accept(Buffer.from('data: [DONE]\n\n'));
     r.finish();
     await finished;
-    expect(writes).toEqual([2, 2]);
+    expect(writes).toEqual([[chunk('a') + chunk('b')], [`${chunk('c')}data: [DONE]\n\n`]]);
+  });
+
+  it('writes at once, without waiting for the end of the turn, what passes the response buffer', async () => {
+    const writes: number[] = [];
+    const sink = new Writable({
+      highWaterMark: 4096,
+      write(chunk: Buffer, _encoding, callback) {
+        writes.push(chunk.length);
+        callback();
+      },
+    });
+    const r = new SseRelay({ operation: OPERATIONS.chat, hideUsage: false, publicModel: null, maxEventBytes: 1 << 20 }, sink);
+    const event = chunk('x'.repeat(1000));
+    for (let i = 0; i < 10; i++) r.accept(Buffer.from(event));
+    // Four events pass 4 KiB: written in this turn, twice; the last two wait for the turn's end.
+    expect(writes).toEqual([4 * event.length, 4 * event.length]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toEqual([4 * event.length, 4 * event.length, 2 * event.length]);
   });
 
   it('keeps the last events of a stored stream for the end of the response, written together after the store', async () => {
     const writes: string[][] = [];
-    // Ends the way an HTTP response does: a last chunk (the chunked terminator) written at end().
+    // Ends the way an HTTP response does: the last chunk given to end(), then the chunked terminator.
     class Response extends Writable {
-      override end(callback?: () => void): this {
+      override end(...args: unknown[]): this {
+        const callback = typeof args.at(-1) === 'function' ? (args.pop() as () => void) : undefined;
+        if (args[0] !== undefined) this.write(args[0]);
         this.write('TERM');
         return super.end(callback);
       }
@@ -217,7 +238,7 @@ describe('SseRelay', () => {
     expect(writes).toEqual([]);
     await finished;
     expect(stored).toBe(true);
-    expect(writes).toEqual([[chunk('a'), 'data: [DONE]\n\n', 'TERM']]);
+    expect(writes.flat()).toEqual([`${chunk('a')}data: [DONE]\n\n`, 'TERM']);
   });
 
   it('ends with an error event after a partial event was dropped', async () => {
