@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'bench/.build/**', 'node_modules/**', 'coverage/**', 'helm/**'] },
+  { ignores: ['dist/**', 'bench/.build*/**', 'node_modules/**', 'coverage/**', 'helm/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

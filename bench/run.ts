@@ -22,6 +22,7 @@
  * in a checkout of another commit) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
+ * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -49,6 +50,26 @@ const hasTaskset = spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 
 const pinned = hasTaskset && cpus().length >= 2;
 /** The proxy under test gets core 1 to itself; everything else was moved to core 0 at start. */
 const underTest = pinned ? ['taskset', '-c', '1'] : [];
+
+/**
+ * The Node that the processes under test (gateway, bare proxy, upstream) run on: by default the
+ * image's (the Dockerfile's NODE_IMAGE major), which production runs, fetched with npx as the `node`
+ * npm package when this machine runs another (as .ci/node-lts.sh does). BENCH_NODE: a major version,
+ * a path to a node binary, or `current` for the Node running this script.
+ */
+function nodeUnderTest(): { path: string; version: string; note?: string } {
+  const image = /^ARG NODE_IMAGE=node:(\d+)/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
+  const wanted = process.env.BENCH_NODE || image || 'current';
+  const current = { path: process.execPath, version: process.version };
+  if (wanted === 'current' || wanted === process.versions.node.split('.')[0]) return current;
+  const path = wanted.includes('/')
+    ? wanted
+    : spawnSync('npx', ['--yes', '--package', `node@${wanted}`, '--', 'node', '-p', 'process.execPath'], { encoding: 'utf8' }).stdout?.trim();
+  const version = path ? spawnSync(path, ['--version'], { encoding: 'utf8' }).stdout?.trim() : undefined;
+  if (!path || !version) return { ...current, note: `Node ${wanted} could not be had (BENCH_NODE): the processes under test run on this script's ${process.version}` };
+  return { path, version };
+}
+const NODE = nodeUnderTest();
 
 function openFileLimit(): number {
   const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();
@@ -111,7 +132,7 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, process.execPath, ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
+    [...underTest, NODE.path, ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -203,12 +224,13 @@ async function main() {
   if (spawnSync('wrk', ['-v']).error) throw new Error('wrk is not installed (apt-get install wrk)');
   if (pinned) execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
   else console.log(hasTaskset ? 'one CPU only: running unpinned' : 'taskset is not installed: running unpinned');
+  console.log(NODE.note ?? `processes under test on Node ${NODE.version} (the image's; BENCH_NODE=current for this script's ${process.version})`);
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', BUILD_DIR], { cwd: ROOT, stdio: 'inherit' });
 
   const redis = await RedisProcess.start();
-  const upstreamChild = launch([process.execPath, '--import', 'tsx', 'bench/upstream-server.ts']);
+  const upstreamChild = launch([NODE.path, '--import', 'tsx', 'bench/upstream-server.ts']);
   const upstreamPort = await portLine(upstreamChild);
-  const proxyChild = launch([...underTest, process.execPath, '--import', 'tsx', 'bench/bare-proxy.ts'], {
+  const proxyChild = launch([...underTest, NODE.path, '--import', 'tsx', 'bench/bare-proxy.ts'], {
     BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
   });
   const proxyPort = await portLine(proxyChild);
@@ -287,7 +309,7 @@ async function main() {
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, pinned },
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, node_under_test: NODE.version, pinned },
     method: {
       seconds: SECONDS,
       rounds: ROUNDS,
@@ -401,7 +423,7 @@ async function main() {
     ]);
   }
   console.log(
-    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
+    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} Node ${NODE.version} under test. ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
   );
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
