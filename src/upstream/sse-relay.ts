@@ -226,7 +226,7 @@ export class SseRelay {
    */
   private readonly flushAtTurnEnd = () => {
     this.flushScheduled = false;
-    if (!this.finishing && !this.sink.writableEnded) this.flush();
+    if (!this.finishing && !this.sink.writableEnded && !this.sink.destroyed) this.flush();
   };
 
   private takeOutgoing(): Buffer {

@@ -180,6 +180,18 @@ describe('SseRelay', () => {
     expect(writes).toEqual([[chunk('a') + chunk('b')], [`${chunk('c')}data: [DONE]\n\n`]]);
   });
 
+  it('writes nothing at the end of the turn to a response that was destroyed meanwhile (the client left)', async () => {
+    const sink = new PassThrough();
+    let calls = 0;
+    const write = sink.write.bind(sink) as (...args: unknown[]) => boolean;
+    sink.write = ((...args: unknown[]) => (calls++, write(...args))) as typeof sink.write;
+    const r = new SseRelay({ operation: OPERATIONS.chat, hideUsage: false, publicModel: null, maxEventBytes: 1024 }, sink);
+    r.accept(Buffer.from(chunk('a')));
+    sink.destroy();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toBe(0);
+  });
+
   it('writes at once, without waiting for the end of the turn, what passes the response buffer', async () => {
     const writes: number[] = [];
     const sink = new Writable({
