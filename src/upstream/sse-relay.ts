@@ -231,7 +231,7 @@ export class SseRelay {
 
   private takeOutgoing(): Buffer {
     const bytes = this.outgoing.length === 1 ? this.outgoing[0]! : Buffer.concat(this.outgoing, this.outgoingBytes);
-    this.outgoing = [];
+    this.outgoing.length = 0;
     this.outgoingBytes = 0;
     return bytes;
   }
