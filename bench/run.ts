@@ -44,6 +44,8 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'throughput,latency,held').split(','));
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+/** How long the gateway may take to exit after SIGTERM: its drain timeout (30 s) and some. */
+const STOP_TIMEOUT_MS = 40_000;
 const children: ChildProcess[] = [];
 
 const hasTaskset = spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0;
@@ -438,8 +440,15 @@ async function main() {
     process.exitCode = 1;
   }
 
+  // The gateway stops on SIGTERM (writing its CPU profile then) within its drain timeout (30 s by
+  // default); one that does not is reported and killed, so that the bench always ends.
   gateway.child.kill('SIGTERM');
-  await new Promise((resolve) => gateway.child.once('exit', resolve));
+  const exited = await Promise.race([new Promise<boolean>((resolve) => gateway.child.once('exit', () => resolve(true))), sleep(STOP_TIMEOUT_MS).then(() => false)]);
+  if (!exited) {
+    console.log(`the gateway did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM: killed`);
+    gateway.child.kill('SIGKILL');
+    process.exitCode = 1;
+  }
   await redis.stop();
 }
 
