@@ -19,7 +19,8 @@
  * BENCH_RESULTS (directory of the JSON, default bench/results).
  * A/B: BENCH_B_ENV (`KEY=VALUE,...`, e.g. `LOG_LEVEL=warn` or `REDIS_URL=` for the in-memory store)
  * and/or BENCH_B_BUILD (a gateway compiled elsewhere: `tsc -p tsconfig.build.json --outDir <dir>`
- * in a checkout of another commit) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
+ * in a checkout of another commit) and/or BENCH_B_NODE_ARGS (Node and V8 flags, e.g.
+ * `--single-threaded-gc`, which NODE_OPTIONS does not take) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
  * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
@@ -47,6 +48,8 @@ const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 /** How long the gateway may take to exit after SIGTERM: its drain timeout (30 s) and some. */
 const STOP_TIMEOUT_MS = 40_000;
 const children: ChildProcess[] = [];
+/** Stops the run's Redis, whatever ends the run. */
+let stopRedis: () => Promise<void> = async () => {};
 
 const hasTaskset = spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0;
 const pinned = hasTaskset && cpus().length >= 2;
@@ -104,7 +107,11 @@ async function waitFor(url: string): Promise<void> {
 /** Microseconds of server.busy_poll_us for the `nova_poll` target. */
 const BUSY_POLL_US = Number(process.env.BENCH_BUSY_POLL_US ?? 200);
 
-async function startGateway(upstreamPort: number, redisUrl: string, variant: { env?: Record<string, string>; build?: string; busyPollUs?: number } = {}) {
+async function startGateway(
+  upstreamPort: number,
+  redisUrl: string,
+  variant: { env?: Record<string, string>; build?: string; nodeArgs?: string[]; busyPollUs?: number } = {},
+) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
   const config = join(dir, 'gateway.yaml');
@@ -134,7 +141,7 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, NODE.path, ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
+    [...underTest, NODE.path, ...(variant.nodeArgs ?? []), ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -150,7 +157,12 @@ redis:
   // are discarded, as a container's stdout is read by its runtime.
   child.stdout!.resume();
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(`${url}/readyz`);
+  // A gateway that exits at start (a bad flag or setting) fails the run at once, with its code.
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code, signal) => reject(new Error(`the gateway exited (${signal ?? `code ${code}`}) before it was ready`))),
+  );
+  exited.catch(() => {});
+  await Promise.race([waitFor(`${url}/readyz`), exited]);
   const created = await fetch(`${url}/admin/v1/projects`, {
     method: 'POST',
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
@@ -171,11 +183,16 @@ redis:
   return { child, url, secret };
 }
 
-/** BENCH_B_ENV `KEY=VALUE,KEY=VALUE` (a value may hold `=`), BENCH_B_BUILD a compiled gateway's directory. */
-function variantOf(env: string, build: string | undefined): { env: Record<string, string>; build?: string } {
+/**
+ * BENCH_B_ENV `KEY=VALUE,KEY=VALUE` (a value may hold `=`), BENCH_B_BUILD a compiled gateway's
+ * directory, BENCH_B_NODE_ARGS Node and V8 flags (space-separated; also those NODE_OPTIONS refuses).
+ */
+function variantOf(env: string, build: string | undefined, nodeArgs: string): { env: Record<string, string>; build?: string; nodeArgs: string[] } {
   const pairs = env.split(',').filter(Boolean).map((pair): [string, string] => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]);
-  return { env: Object.fromEntries(pairs), build };
+  return { env: Object.fromEntries(pairs), build, nodeArgs: nodeArgs.split(/\s+/).filter(Boolean) };
 }
+/** What makes gateway B differ, for its row's name. */
+const variantBName = [process.env.BENCH_B_ENV, process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS].filter(Boolean).join(', ');
 
 const chatBody = (stream: boolean, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16, ...extra });
@@ -230,6 +247,7 @@ async function main() {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', BUILD_DIR], { cwd: ROOT, stdio: 'inherit' });
 
   const redis = await RedisProcess.start();
+  stopRedis = () => redis.stop();
   const upstreamChild = launch([NODE.path, '--import', 'tsx', 'bench/upstream-server.ts']);
   const upstreamPort = await portLine(upstreamChild);
   const proxyChild = launch([...underTest, NODE.path, '--import', 'tsx', 'bench/bare-proxy.ts'], {
@@ -247,7 +265,7 @@ async function main() {
   const gateway = await startGateway(upstreamPort, redis.url);
   const auth = { authorization: `Bearer ${gateway.secret}` };
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
-  const variantB = process.env.BENCH_B_ENV || process.env.BENCH_B_BUILD ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD) : undefined;
+  const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
   // The same gateway with server.busy_poll_us set (off by default: see the README).
   const wanted = (key: string) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(key);
@@ -277,7 +295,7 @@ async function main() {
           {
             key: 'nova_b',
             usesRedis: true,
-            name: `nova B (${[process.env.BENCH_B_ENV, process.env.BENCH_B_BUILD].filter(Boolean).join(', ')})`,
+            name: `nova B (${variantBName})`,
             pid: gatewayB.child.pid,
             chat: (stream: boolean) => ({ url: `${gatewayB.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayB.secret}` }, body: chatBody(stream) }),
           },
@@ -457,6 +475,7 @@ main()
     console.error(error);
     process.exitCode = 1;
   })
-  .finally(() => {
+  .finally(async () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+    await stopRedis();
   });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -63,5 +63,54 @@ describe('npm run bench (smoke)', () => {
     expect(report.held_streams).toMatchObject({ streams: 200, completed: 200, failed: 0 });
     expect(report.held_streams.rss_peak_mb).toBeGreaterThan(0);
     for (const value of Object.values(report.against_targets)) expect(value).not.toBeNull();
+  });
+
+  it('measures a second gateway, started with its own Node flags, in the same rounds (A/B)', { timeout: 120_000 }, async () => {
+    const results = mkdtempSync(join(tmpdir(), 'nova-bench-smoke-ab-'));
+    const marker = join(results, 'gateway-b-imported');
+    // A module imported by gateway B's own flag (two of them, spaces between) leaves a file: the flags reached its Node.
+    const flags = `--max-semi-space-size=8  --import=data:text/javascript,import{writeFileSync}from"node:fs";writeFileSync(process.env.NOVA_BENCH_MARKER,"")`;
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        BENCH_SECONDS: '1',
+        BENCH_ROUNDS: '2',
+        BENCH_WARM_UP_SECONDS: '1',
+        BENCH_CONNECTIONS: '4',
+        BENCH_TARGETS: 'nova,nova_b',
+        BENCH_MODES: 'json',
+        BENCH_PARTS: 'throughput',
+        BENCH_B_NODE_ARGS: flags,
+        NOVA_BENCH_MARKER: marker,
+        BENCH_RESULTS: results,
+      },
+      timeout: 110_000,
+    });
+    expect(existsSync(marker)).toBe(true);
+    expect(stdout).toContain('| nova B (--max-semi-space-size=8  --import=data:');
+    const file = readdirSync(results).find((name) => name.endsWith('.json'));
+    const report = JSON.parse(readFileSync(join(results, file!), 'utf8')) as {
+      targets: Record<string, { json?: Figure }>;
+      against_targets: Record<string, number | null>;
+    };
+    expect(Object.keys(report.targets).sort()).toEqual(['nova', 'nova_b']);
+    expect(report.targets.nova_b!.json!.rounds).toHaveLength(2);
+    expect(report.targets.nova_b!.json!.errors).toBe(0);
+    expect(report.against_targets.b_vs_nova_json).toBeGreaterThan(0);
+  });
+
+  it('gives the second gateway its Node flags: one Node refuses fails the run at once', { timeout: 120_000 }, async () => {
+    const failed = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, BENCH_TARGETS: 'nova_b', BENCH_PARTS: 'throughput', BENCH_B_NODE_ARGS: '--no-such-node-flag' },
+      timeout: 110_000,
+    }).then(
+      () => null,
+      (error: Error & { stderr: string }) => error,
+    );
+    expect(failed).not.toBeNull();
+    expect(failed!.stderr).toContain('--no-such-node-flag');
+    expect(failed!.stderr).toMatch(/the gateway exited \(code \d+\) before it was ready/);
   });
 });
