@@ -3,7 +3,7 @@
  * buffering (streams pass event by event), no access log. Returns null when there is no nginx.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -47,5 +47,7 @@ http {
 `,
   );
   const [command, ...args] = [...launcher, binary, '-c', config, '-p', dir];
-  return spawn(command!, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(command!, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  child.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return child;
 }

@@ -26,7 +26,7 @@
  * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -153,6 +153,7 @@ redis:
       ...variant.env,
     },
   );
+  child.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   // The access log stays at info (its cost is part of the figures); its lines go to this pipe and
   // are discarded, as a container's stdout is read by its runtime.
   child.stdout!.resume();

@@ -3,9 +3,9 @@
  * hook as JSON, so nothing is parsed from wrk's human output.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -51,16 +51,10 @@ end
 }
 
 export async function wrk(request: WrkRequest, options: { connections: number; seconds: number }): Promise<WrkResult> {
-  const { stdout } = await run('wrk', [
-    '-t1',
-    `-c${options.connections}`,
-    `-d${options.seconds}s`,
-    '--timeout',
-    '10s',
-    '-s',
-    script(request),
-    request.url,
-  ]);
+  const file = script(request);
+  const { stdout } = await run('wrk', ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--timeout', '10s', '-s', file, request.url]).finally(() =>
+    rmSync(dirname(file), { recursive: true, force: true }),
+  );
   const line = stdout.split('\n').find((l) => l.startsWith('WRK_JSON '));
   if (!line) throw new Error(`wrk printed no figures:\n${stdout}`);
   const raw = JSON.parse(line.slice('WRK_JSON '.length)) as {

@@ -1,12 +1,21 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const run = promisify(execFile);
+
+/** `npm run bench` in miniature (one-second measures, two rounds, four connections), with `env` on top. */
+function benchInMiniature(env: Record<string, string>, timeoutMs: number) {
+  return run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_SECONDS: '1', BENCH_ROUNDS: '2', BENCH_WARM_UP_SECONDS: '1', BENCH_CONNECTIONS: '4', ...env },
+    timeout: timeoutMs,
+  });
+}
 
 interface Figure {
   rps: number;
@@ -23,24 +32,22 @@ interface Figure {
  * computed from them; it asserts no speed (figures belong to the benchmark, not to a test).
  */
 describe('npm run bench (smoke)', () => {
+  const resultDirs: string[] = [];
+  const resultsDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-bench-smoke-'));
+    resultDirs.push(dir);
+    return dir;
+  };
+  afterEach(() => {
+    for (const dir of resultDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+
   it('measures every target with wrk, holds streams through the gateway and writes one JSON', { timeout: 240_000 }, async () => {
-    const results = mkdtempSync(join(tmpdir(), 'nova-bench-smoke-'));
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        BENCH_SECONDS: '1',
-        BENCH_ROUNDS: '2',
-        BENCH_WARM_UP_SECONDS: '1',
-        BENCH_CONNECTIONS: '4',
-        BENCH_HELD_STREAMS: '200',
-        BENCH_HELD_INTERVAL_MS: '50',
-        BENCH_HELD_EVENTS: '5',
-        BENCH_PROBES: '10',
-        BENCH_RESULTS: results,
-      },
-      timeout: 230_000,
-    });
+    const results = resultsDir();
+    const { stdout } = await benchInMiniature(
+      { BENCH_HELD_STREAMS: '200', BENCH_HELD_INTERVAL_MS: '50', BENCH_HELD_EVENTS: '5', BENCH_PROBES: '10', BENCH_RESULTS: results },
+      230_000,
+    );
     expect(stdout).toMatch(/\| nova, every feature on +\|/);
     const [file] = readdirSync(results);
     const report = JSON.parse(readFileSync(join(results, file!), 'utf8')) as {
@@ -66,27 +73,14 @@ describe('npm run bench (smoke)', () => {
   });
 
   it('measures a second gateway, started with its own Node flags, in the same rounds (A/B)', { timeout: 120_000 }, async () => {
-    const results = mkdtempSync(join(tmpdir(), 'nova-bench-smoke-ab-'));
+    const results = resultsDir();
     const marker = join(results, 'gateway-b-imported');
     // A module imported by gateway B's own flag (two of them, spaces between) leaves a file: the flags reached its Node.
     const flags = `--max-semi-space-size=8  --import=data:text/javascript,import{writeFileSync}from"node:fs";writeFileSync(process.env.NOVA_BENCH_MARKER,"")`;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        BENCH_SECONDS: '1',
-        BENCH_ROUNDS: '2',
-        BENCH_WARM_UP_SECONDS: '1',
-        BENCH_CONNECTIONS: '4',
-        BENCH_TARGETS: 'nova,nova_b',
-        BENCH_MODES: 'json',
-        BENCH_PARTS: 'throughput',
-        BENCH_B_NODE_ARGS: flags,
-        NOVA_BENCH_MARKER: marker,
-        BENCH_RESULTS: results,
-      },
-      timeout: 110_000,
-    });
+    const { stdout } = await benchInMiniature(
+      { BENCH_TARGETS: 'nova,nova_b', BENCH_MODES: 'json', BENCH_PARTS: 'throughput', BENCH_B_NODE_ARGS: flags, NOVA_BENCH_MARKER: marker, BENCH_RESULTS: results },
+      110_000,
+    );
     expect(existsSync(marker)).toBe(true);
     expect(stdout).toContain('| nova B (--max-semi-space-size=8  --import=data:');
     const file = readdirSync(results).find((name) => name.endsWith('.json'));
@@ -101,11 +95,7 @@ describe('npm run bench (smoke)', () => {
   });
 
   it('gives the second gateway its Node flags: one Node refuses fails the run at once', { timeout: 120_000 }, async () => {
-    const failed = await run(process.execPath, ['--import', 'tsx', 'bench/run.ts'], {
-      cwd: ROOT,
-      env: { ...process.env, BENCH_TARGETS: 'nova_b', BENCH_PARTS: 'throughput', BENCH_B_NODE_ARGS: '--no-such-node-flag' },
-      timeout: 110_000,
-    }).then(
+    const failed = await benchInMiniature({ BENCH_TARGETS: 'nova_b', BENCH_PARTS: 'throughput', BENCH_B_NODE_ARGS: '--no-such-node-flag' }, 110_000).then(
       () => null,
       (error: Error & { stderr: string }) => error,
     );

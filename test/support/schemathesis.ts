@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -97,6 +97,8 @@ export async function runSchemathesis(options: FuzzOptions): Promise<FuzzRun> {
   } catch {
     const why = exitCode === null ? `killed after ${options.timeoutMs} ms` : `exit ${exitCode}`;
     throw new Error(`schemathesis wrote no report (${why}):\n${output}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   return { exitCode, report, output };
 }
