@@ -3,9 +3,10 @@
  *
  * Each proxy under test runs alone on core 1 (`taskset -c 1`); this process, wrk, the upstream
  * (bench/upstream-server.ts) and Redis share core 0. Targets: the upstream directly, nginx with one
- * worker (when installed), a bare @fastify/http-proxy, and nova-gateway as `npm start` runs it with
- * every feature on (auth, the admission script with request rate, token rate, concurrency and
- * budgets, usage, cost, metrics, access log at info to /dev/null), without and with `store: true`.
+ * worker (when installed), a bare @fastify/http-proxy, and nova-gateway as `npm start` runs it (its
+ * Node flags included) with every feature on (auth, the admission script with request rate, token
+ * rate, concurrency and budgets, usage, cost, metrics, access log at info to a pipe that discards
+ * it), without and with `store: true`.
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
@@ -76,6 +77,14 @@ function nodeUnderTest(): { path: string; version: string; note?: string } {
 }
 const NODE = nodeUnderTest();
 
+/** The Node flags `npm start` gives the gateway (package.json's start script), so that the bench runs it as production does. */
+function startFlags(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const words = scripts.start.split(/\s+/);
+  return words.slice(words.indexOf('node') + 1).filter((word) => word.startsWith('--'));
+}
+const START_FLAGS = startFlags();
+
 function openFileLimit(): number {
   const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();
   return out === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(out);
@@ -141,7 +150,7 @@ redis:
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
   const child = launch(
-    [...underTest, NODE.path, ...(variant.nodeArgs ?? []), ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
+    [...underTest, NODE.path, ...START_FLAGS, ...(variant.nodeArgs ?? []), ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
@@ -332,6 +341,7 @@ async function main() {
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, node_under_test: NODE.version, pinned },
     method: {
+      gateway_node_flags: START_FLAGS,
       seconds: SECONDS,
       rounds: ROUNDS,
       warm_up_seconds: WARM_UP_SECONDS,
@@ -444,7 +454,7 @@ async function main() {
     ]);
   }
   console.log(
-    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} Node ${NODE.version} under test. ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
+    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} Node ${NODE.version} under test (the gateway with npm start's flags: ${START_FLAGS.join(' ') || 'none'}). ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
   );
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);

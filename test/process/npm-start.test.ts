@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,6 +8,40 @@ import { STAMP, staleReason } from '../../scripts/build-if-stale.mjs';
 import { freePort } from '../support/redis-server.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
+
+/** The flags between `node` and the script in package.json's start script and in the Dockerfile's CMD. */
+function serverFlags(): { npmStart: string[]; dockerfile: string[] } {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const start = scripts.start.split(/\s+/);
+  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
+  const image = cmd ? (JSON.parse(cmd) as string[]) : [];
+  const between = (words: string[]) => words.slice(words.indexOf('node') + 1, words.indexOf('dist/src/server.js'));
+  return { npmStart: between(start), dockerfile: between(image) };
+}
+
+/** The command line of the process running dist/src/server.js below `pid` (npm, its shell, node). */
+function serverCommandLine(pid: number): string[] | undefined {
+  const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  if (cmdline.includes('dist/src/server.js')) return cmdline;
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  for (const child of children) {
+    const found = serverCommandLine(Number(child));
+    if (found) return found;
+  }
+  return undefined;
+}
+
+describe('Node flags of the server', () => {
+  it('are the same in the Dockerfile and in npm start, keep the heap sized after idle, and are taken by this Node', () => {
+    const { npmStart, dockerfile } = serverFlags();
+    expect(dockerfile).toEqual(npmStart);
+    // The README's "Node flags": V8's memory reducer shrinks an idle heap, and the next burst then runs on it.
+    expect(npmStart).toContain('--no-memory-reducer');
+    const run = spawnSync(process.execPath, [...npmStart, '-e', '0'], { encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+  });
+});
 
 describe('prestart: build only when dist/ is missing or stale', () => {
   let root: string;
@@ -71,6 +105,9 @@ describe('npm start', () => {
 
     const second = await start();
     expect(second.output.join('')).not.toContain('nova-gateway: building');
+    // node runs with the start script's flags (npm's shell exec'd it).
+    const commandLine = serverCommandLine(second.child.pid!);
+    expect(commandLine?.slice(1, -1)).toEqual(serverFlags().npmStart);
     // npm's own PID, as a process manager would signal it.
     second.child.kill('SIGTERM');
     await second.exited;
