@@ -4,9 +4,9 @@
  * Each proxy under test runs alone on core 1 (`taskset -c 1`); this process, wrk, the upstream
  * (bench/upstream-server.ts) and Redis share core 0. Targets: the upstream directly, nginx with one
  * worker (when installed), a bare @fastify/http-proxy, and nova-gateway as `npm start` runs it (its
- * Node flags included) with every feature on (auth, the admission script with request rate, token
- * rate, concurrency and budgets, usage, cost, metrics, access log at info to a pipe that discards
- * it), without and with `store: true`.
+ * Node flags included, which every Node process of the run takes) with every feature on (auth, the
+ * admission script with request rate, token rate, concurrency and budgets, usage, cost, metrics,
+ * access log at info to a pipe that discards it), without and with `store: true`.
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
@@ -77,7 +77,7 @@ function nodeUnderTest(): { path: string; version: string; note?: string } {
 }
 const NODE = nodeUnderTest();
 
-/** The Node flags `npm start` gives the gateway (package.json's start script), so that the bench runs it as production does. */
+/** The Node flags `npm start` gives the gateway (package.json's start script): the bench runs it as production does, and the other Node processes alike. */
 function startFlags(): string[] {
   const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
   const words = scripts.start.split(/\s+/);
@@ -258,9 +258,11 @@ async function main() {
 
   const redis = await RedisProcess.start();
   stopRedis = () => redis.stop();
-  const upstreamChild = launch([NODE.path, '--import', 'tsx', 'bench/upstream-server.ts']);
+  // Every Node process of the run takes npm start's flags, so that the ratios compare the proxies'
+  // work, not V8 heap policies (the flag shortens the bare proxy's requests as much as the gateway's).
+  const upstreamChild = launch([NODE.path, ...START_FLAGS, '--import', 'tsx', 'bench/upstream-server.ts']);
   const upstreamPort = await portLine(upstreamChild);
-  const proxyChild = launch([...underTest, NODE.path, '--import', 'tsx', 'bench/bare-proxy.ts'], {
+  const proxyChild = launch([...underTest, NODE.path, ...START_FLAGS, '--import', 'tsx', 'bench/bare-proxy.ts'], {
     BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
   });
   const proxyPort = await portLine(proxyChild);
@@ -341,7 +343,7 @@ async function main() {
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, node_under_test: NODE.version, pinned },
     method: {
-      gateway_node_flags: START_FLAGS,
+      node_flags: START_FLAGS,
       seconds: SECONDS,
       rounds: ROUNDS,
       warm_up_seconds: WARM_UP_SECONDS,
@@ -454,7 +456,7 @@ async function main() {
     ]);
   }
   console.log(
-    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} Node ${NODE.version} under test (the gateway with npm start's flags: ${START_FLAGS.join(' ') || 'none'}). ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
+    `\n${pinned ? 'Pinned: each proxy alone on core 1; wrk, upstream and Redis on core 0.' : 'Unpinned.'} Node ${NODE.version} under test, with npm start's flags (${START_FLAGS.join(' ') || 'none'}). ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (median); (x) = against the bare proxy, median of the rounds' ratios.\n`,
   );
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
