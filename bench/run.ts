@@ -36,6 +36,7 @@ import { holdStreams } from './held-streams.js';
 import { nginxInstalled, startNginx } from './nginx.js';
 import { wrk, type WrkRequest, type WrkResult } from './wrk.js';
 import { freePort, RedisProcess } from '../test/support/redis-server.js';
+import { npmStartFlags } from '../scripts/node-flags.js';
 
 const ROOT = new URL('../', import.meta.url).pathname;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -77,13 +78,8 @@ function nodeUnderTest(): { path: string; version: string; note?: string } {
 }
 const NODE = nodeUnderTest();
 
-/** The Node flags `npm start` gives the gateway (package.json's start script): the bench runs it as production does, and the other Node processes alike. */
-function startFlags(): string[] {
-  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  const words = scripts.start.split(/\s+/);
-  return words.slice(words.indexOf('node') + 1).filter((word) => word.startsWith('--'));
-}
-const START_FLAGS = startFlags();
+/** The Node flags `npm start` gives the gateway: the bench runs it as production does, and the other Node processes alike. */
+const START_FLAGS = npmStartFlags(ROOT);
 
 function openFileLimit(): number {
   const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();

@@ -5,19 +5,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { STAMP, staleReason } from '../../scripts/build-if-stale.mjs';
+import { dockerfileFlags, npmStartFlags } from '../../scripts/node-flags.js';
 import { freePort } from '../support/redis-server.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-
-/** The flags between `node` and the script in package.json's start script and in the Dockerfile's CMD. */
-function serverFlags(): { npmStart: string[]; dockerfile: string[] } {
-  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  const start = scripts.start.split(/\s+/);
-  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
-  const image = cmd ? (JSON.parse(cmd) as string[]) : [];
-  const between = (words: string[]) => words.slice(words.indexOf('node') + 1, words.indexOf('dist/src/server.js'));
-  return { npmStart: between(start), dockerfile: between(image) };
-}
 
 /** The command line of the process running dist/src/server.js below `pid` (npm, its shell, node). */
 function serverCommandLine(pid: number): string[] | undefined {
@@ -33,8 +24,8 @@ function serverCommandLine(pid: number): string[] | undefined {
 
 describe('Node flags of the server', () => {
   it('are the same in the Dockerfile and in npm start, keep the heap sized after idle, and are taken by this Node', () => {
-    const { npmStart, dockerfile } = serverFlags();
-    expect(dockerfile).toEqual(npmStart);
+    const npmStart = npmStartFlags(ROOT);
+    expect(dockerfileFlags(ROOT)).toEqual(npmStart);
     // The README's "Node flags": V8's memory reducer shrinks an idle heap, and the next burst then runs on it.
     expect(npmStart).toContain('--no-memory-reducer');
     const run = spawnSync(process.execPath, [...npmStart, '-e', '0'], { encoding: 'utf8' });
@@ -107,7 +98,7 @@ describe('npm start', () => {
     expect(second.output.join('')).not.toContain('nova-gateway: building');
     // node runs with the start script's flags (npm's shell exec'd it).
     const commandLine = serverCommandLine(second.child.pid!);
-    expect(commandLine?.slice(1, -1)).toEqual(serverFlags().npmStart);
+    expect(commandLine?.slice(1, -1)).toEqual(npmStartFlags(ROOT));
     // npm's own PID, as a process manager would signal it.
     second.child.kill('SIGTERM');
     await second.exited;
