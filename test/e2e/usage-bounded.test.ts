@@ -35,6 +35,10 @@ models:
     provider: echo
 redis:
   key_prefix: ${prefix}
+# The test's own queries count as requests of the project: written only after the test, so that
+# every answer counts exactly the seeded ones (a flush between two queries made one count one more).
+usage:
+  flush_interval_ms: 60000
 `,
     });
     ({ projectId, auth } = await gateway.createProject({ name: 'busy' }));
