@@ -1,4 +1,4 @@
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../json-codes.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from '../json-codes.js';
 
 /**
  * Whether JSON text nests arrays and objects deeper than `maxDepth`, decided in one pass
@@ -22,16 +22,4 @@ export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
     }
   }
   return false;
-}
-
-/** Index of the quote closing the string opened at `open`: the next one not escaped by an odd run of backslashes; -1 if none. */
-function stringEnd(text: string, open: number): number {
-  let quote = open;
-  for (;;) {
-    quote = text.indexOf('"', quote + 1);
-    if (quote === -1) return -1;
-    let before = quote - 1;
-    while (text.charCodeAt(before) === BACKSLASH) before--;
-    if ((quote - 1 - before) % 2 === 0) return quote;
-  }
 }

@@ -5,27 +5,70 @@
  * A key is recognised only where a key can stand: its opening quote follows `{` or `,` (spaces
  * allowed). Inside a JSON string every quote is escaped, so text that merely contains `"model":`
  * is never taken for the key.
+ *
+ * The bytes are searched as their latin1 string (one character per byte, so the same positions):
+ * String's indexOf and charCodeAt run in JavaScript, where a Buffer's indexOf crosses into C++ on
+ * every call. The structural characters are ASCII, and no byte of a multi-byte UTF-8 character is
+ * ASCII, so positions found in the latin1 text are those of the bytes.
  */
 
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../json-codes.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from '../json-codes.js';
 
-function isSpace(byte: number | undefined): boolean {
-  return byte === 32 || byte === 9 || byte === 10 || byte === 13;
-}
+/** Something to look for (a quoted key, a marker, a JSON string literal): its bytes and its latin1 text. */
+export class ByteToken {
+  readonly text: string;
+  /** The text after a leading quote (see indexIn); the whole text otherwise. */
+  private readonly searched: string;
+  private readonly quoted: boolean;
 
-function skipSpaces(buf: Buffer, at: number): number {
-  while (isSpace(buf[at])) at++;
-  return at;
-}
-
-/** Index of the closing quote of the JSON string whose opening quote is at `open`, or -1. */
-export function stringEnd(buf: Buffer, open: number): number {
-  for (let i = open + 1; i < buf.length; i++) {
-    const byte = buf[i];
-    if (byte === BACKSLASH) i++;
-    else if (byte === QUOTE) return i;
+  constructor(readonly bytes: Buffer) {
+    this.text = bytes.toString('latin1');
+    this.quoted = this.text.length > 1 && this.text.charCodeAt(0) === QUOTE;
+    this.searched = this.quoted ? this.text.slice(1) : this.text;
   }
-  return -1;
+
+  /**
+   * The first index at or after `from` where the token stands in `text`, or -1. A quoted token is
+   * searched without its quote, then the quote checked: JSON text is full of quotes, and a search
+   * runs from one occurrence of the pattern's first character to the next.
+   */
+  indexIn(text: string, from = 0): number {
+    if (!this.quoted) return text.indexOf(this.searched, from);
+    for (let at = text.indexOf(this.searched, from + 1); at !== -1; at = text.indexOf(this.searched, at + 1)) {
+      if (text.charCodeAt(at - 1) === QUOTE) return at - 1;
+    }
+    return -1;
+  }
+
+  /** The last index at or before `from` where the token stands in `text`, or -1. */
+  lastIndexIn(text: string, from = text.length): number {
+    if (!this.quoted) return text.lastIndexOf(this.searched, from);
+    for (let at = text.lastIndexOf(this.searched, from + 1); at > 0; at = text.lastIndexOf(this.searched, at - 1)) {
+      if (text.charCodeAt(at - 1) === QUOTE) return at - 1;
+    }
+    return -1;
+  }
+
+  static of(raw: string): ByteToken {
+    return new ByteToken(Buffer.from(raw));
+  }
+
+  /** A JSON string literal, quotes included: a key to find, or a value to write. */
+  static quoted(value: string): ByteToken {
+    return ByteToken.of(JSON.stringify(value));
+  }
+}
+
+/** The text the functions below search: the bytes as latin1. */
+export const latin1 = (buf: Buffer): string => buf.toString('latin1');
+
+function isSpace(code: number): boolean {
+  return code === 32 || code === 9 || code === 10 || code === 13;
+}
+
+function skipSpaces(text: string, at: number): number {
+  while (isSpace(text.charCodeAt(at))) at++;
+  return at;
 }
 
 /** Where a key stands: its opening quote, and where its value starts. */
@@ -34,70 +77,53 @@ export interface KeyAt {
   valueStart: number;
 }
 
-function keyAt(buf: Buffer, quote: number, keyLength: number): KeyAt | null {
+/** Where the value of the key whose quote is at `quote` starts, or -1 when what is there is not a key. */
+function valueAfterKey(text: string, quote: number, keyLength: number): number {
   let before = quote - 1;
-  while (before >= 0 && isSpace(buf[before])) before--;
-  if (buf[before] !== OPEN_BRACE && buf[before] !== COMMA) return null;
-  const colon = skipSpaces(buf, quote + keyLength);
-  if (buf[colon] !== COLON) return null;
-  return { keyStart: quote, valueStart: skipSpaces(buf, colon + 1) };
+  while (before >= 0 && isSpace(text.charCodeAt(before))) before--;
+  const preceding = text.charCodeAt(before);
+  if (preceding !== OPEN_BRACE && preceding !== COMMA) return -1;
+  const colon = skipSpaces(text, quote + keyLength);
+  if (text.charCodeAt(colon) !== COLON) return -1;
+  return skipSpaces(text, colon + 1);
 }
 
-const latin1Keys = new WeakMap<Buffer, string>();
-/** A key's bytes as a latin1 string, made once per key Buffer. */
-function latin1Of(key: Buffer): string {
-  let text = latin1Keys.get(key);
-  if (text === undefined) latin1Keys.set(key, (text = key.toString('latin1')));
-  return text;
-}
-
-/**
- * The first occurrence of `"name"` as a key, searching from `from`. `quotedKey` is the Buffer of
- * `"name"`. `text`, when the caller has it, is `buf` as a latin1 string (one character per byte, so
- * the same positions): it is searched instead, since a String's indexOf costs a fraction of a
- * Buffer's, which crosses into C++ on every call.
- */
-export function findKey(buf: Buffer, quotedKey: Buffer, from = 0, text?: string): KeyAt | null {
-  if (text !== undefined) {
-    const needle = latin1Of(quotedKey);
-    for (let at = text.indexOf(needle, from); at !== -1; at = text.indexOf(needle, at + 1)) {
-      const found = keyAt(buf, at, quotedKey.length);
-      if (found) return found;
-    }
-    return null;
-  }
-  for (let at = buf.indexOf(quotedKey, from); at !== -1; at = buf.indexOf(quotedKey, at + 1)) {
-    const found = keyAt(buf, at, quotedKey.length);
-    if (found) return found;
+/** The first occurrence of `key` (a quoted key) as a key in `text`, searching from `from`. */
+export function findKey(text: string, key: ByteToken, from = 0): KeyAt | null {
+  const length = key.text.length;
+  for (let at = key.indexIn(text, from); at !== -1; at = key.indexIn(text, at + 1)) {
+    const valueStart = valueAfterKey(text, at, length);
+    if (valueStart !== -1) return { keyStart: at, valueStart };
   }
   return null;
 }
 
-/** Whether `buf` (or its latin1 `text`, see findKey) holds the bytes of `needle`. */
-export function holds(buf: Buffer, needle: Buffer, text?: string): boolean {
-  return text !== undefined ? text.includes(latin1Of(needle)) : buf.includes(needle);
+/** Whether `text` holds the token. */
+export function holds(text: string, token: ByteToken): boolean {
+  return token.indexIn(text) !== -1;
 }
 
-/** The last occurrence of `"name"` as a key. */
-export function findLastKey(buf: Buffer, quotedKey: Buffer): KeyAt | null {
-  for (let at = buf.lastIndexOf(quotedKey); at !== -1; at = at === 0 ? -1 : buf.lastIndexOf(quotedKey, at - 1)) {
-    const found = keyAt(buf, at, quotedKey.length);
-    if (found) return found;
+/** The last occurrence of `key` as a key. */
+function findLastKey(text: string, key: ByteToken): KeyAt | null {
+  const length = key.text.length;
+  for (let at = key.lastIndexIn(text); at !== -1; at = at === 0 ? -1 : key.lastIndexIn(text, at - 1)) {
+    const valueStart = valueAfterKey(text, at, length);
+    if (valueStart !== -1) return { keyStart: at, valueStart };
   }
   return null;
 }
 
-/** End (exclusive) of the object or array that opens at `open`, or -1 when it is not closed in `buf`. */
-export function compositeEnd(buf: Buffer, open: number): number {
+/** End (exclusive) of the object or array that opens at `open`, or -1 when it is not closed in `text`. */
+export function compositeEnd(text: string, open: number): number {
   let depth = 0;
-  for (let i = open; i < buf.length; i++) {
-    const byte = buf[i];
-    if (byte === QUOTE) {
-      i = stringEnd(buf, i);
+  for (let i = open; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === QUOTE) {
+      i = stringEnd(text, i);
       if (i === -1) return -1;
-    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
+    } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
       depth++;
-    } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+    } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
       depth--;
       if (depth === 0) return i + 1;
     }
@@ -105,76 +131,72 @@ export function compositeEnd(buf: Buffer, open: number): number {
   return -1;
 }
 
-/** The object value of the last `"name"` key, parsed (a small object such as `usage`), or null. */
-export function lastObjectValue(buf: Buffer, quotedKey: Buffer): Record<string, unknown> | null {
-  const key = findLastKey(buf, quotedKey);
-  if (!key || buf[key.valueStart] !== OPEN_BRACE) return null;
-  const end = compositeEnd(buf, key.valueStart);
+/** The object value of the last `key` key, parsed (a small object such as `usage`), or null. */
+export function lastObjectValue(buf: Buffer, key: ByteToken, text = latin1(buf)): Record<string, unknown> | null {
+  const found = findLastKey(text, key);
+  if (!found || text.charCodeAt(found.valueStart) !== OPEN_BRACE) return null;
+  const end = compositeEnd(text, found.valueStart);
   if (end === -1) return null;
   try {
-    return JSON.parse(buf.toString('utf8', key.valueStart, end)) as Record<string, unknown>;
+    return JSON.parse(buf.toString('utf8', found.valueStart, end)) as Record<string, unknown>;
   } catch {
     return null;
   }
 }
 
 /**
- * Replaces the string value of the first `"name"` key with `replacement` (a JSON string literal,
+ * Replaces the string value of the first `key` key with `replacement` (a JSON string literal,
  * quotes included). Returns `buf` itself when the key is absent, not a string, or already equal.
- * `text`: see findKey.
  */
-export function replaceStringValue(buf: Buffer, quotedKey: Buffer, replacement: Buffer, text?: string): Buffer {
-  const key = findKey(buf, quotedKey, 0, text);
-  if (!key || buf[key.valueStart] !== QUOTE) return buf;
-  const close = stringEnd(buf, key.valueStart);
+export function replaceStringValue(buf: Buffer, key: ByteToken, replacement: ByteToken, text = latin1(buf)): Buffer {
+  const found = findKey(text, key);
+  if (!found || text.charCodeAt(found.valueStart) !== QUOTE) return buf;
+  const close = stringEnd(text, found.valueStart);
   if (close === -1) return buf;
   const end = close + 1;
-  if (end - key.valueStart === replacement.length) {
-    // Already the replacement (the usual case: the upstream's name is the public one).
-    const same = text !== undefined ? text.startsWith(latin1Of(replacement), key.valueStart) : buf.compare(replacement, 0, replacement.length, key.valueStart, end) === 0;
-    if (same) return buf;
-  }
-  return Buffer.concat([buf.subarray(0, key.valueStart), replacement, buf.subarray(end)]);
+  // Already the replacement (the usual case: the upstream's name is the public one).
+  if (end - found.valueStart === replacement.bytes.length && text.startsWith(replacement.text, found.valueStart)) return buf;
+  return Buffer.concat([buf.subarray(0, found.valueStart), replacement.bytes, buf.subarray(end)]);
 }
 
-const NULL = Buffer.from('null');
-
 /** Removes every `"name": null` member (with its comma), e.g. the `"usage":null` a client did not ask for. */
-export function removeNullMembers(buf: Buffer, quotedKey: Buffer): Buffer {
+export function removeNullMembers(buf: Buffer, key: ByteToken): Buffer {
   let out = buf;
+  let text = latin1(out);
   let from = 0;
   for (;;) {
-    const key = findKey(out, quotedKey, from);
-    if (!key) return out;
-    const valueEnd = key.valueStart + NULL.length;
-    if (out.compare(NULL, 0, NULL.length, key.valueStart, valueEnd) !== 0) {
-      from = key.valueStart;
+    const found = findKey(text, key, from);
+    if (!found) return out;
+    if (!text.startsWith('null', found.valueStart)) {
+      from = found.valueStart;
       continue;
     }
-    let start = key.keyStart;
-    let end = valueEnd;
+    let start = found.keyStart;
+    let end = found.valueStart + 4;
     let before = start - 1;
-    while (isSpace(out[before])) before--;
-    if (out[before] === COMMA) {
+    while (isSpace(text.charCodeAt(before))) before--;
+    if (text.charCodeAt(before) === COMMA) {
       start = before;
     } else {
       // First member: take the comma after it instead.
-      const after = skipSpaces(out, end);
-      if (out[after] === COMMA) end = after + 1;
+      const after = skipSpaces(text, end);
+      if (text.charCodeAt(after) === COMMA) end = after + 1;
     }
     out = Buffer.concat([out.subarray(0, start), out.subarray(end)]);
+    text = text.slice(0, start) + text.slice(end);
     from = start;
   }
 }
 
-/** The string value of the first `"name"` key, decoded, or null. */
-export function firstStringValue(buf: Buffer, quotedKey: Buffer): string | null {
-  const key = findKey(buf, quotedKey);
-  if (!key || buf[key.valueStart] !== QUOTE) return null;
-  const close = stringEnd(buf, key.valueStart);
+/** The string value of the first `key` key, decoded, or null. */
+export function firstStringValue(buf: Buffer, key: ByteToken): string | null {
+  const text = latin1(buf);
+  const found = findKey(text, key);
+  if (!found || text.charCodeAt(found.valueStart) !== QUOTE) return null;
+  const close = stringEnd(text, found.valueStart);
   if (close === -1) return null;
   try {
-    return JSON.parse(buf.toString('utf8', key.valueStart, close + 1)) as string;
+    return JSON.parse(buf.toString('utf8', found.valueStart, close + 1)) as string;
   } catch {
     return null;
   }

@@ -1,6 +1,7 @@
 import { Pool } from 'undici';
 import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
 import { pricingFrom, type Pricing } from '../quota/cost.js';
+import { ByteToken } from './json-bytes.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_MS = 30_000;
@@ -33,7 +34,7 @@ export type Target = HttpTarget | EchoTarget;
 export interface RegisteredModel {
   id: string;
   /** The id as a JSON string literal, for rewriting upstream bytes. */
-  idJson: Buffer;
+  idJson: ByteToken;
   ownedBy: string;
   endpoints: ModelEndpointName[];
   contextWindow: number | null;
@@ -73,7 +74,7 @@ export class ModelRegistry {
       }
       this.models.set(model.id, {
         id: model.id,
-        idJson: Buffer.from(JSON.stringify(model.id)),
+        idJson: ByteToken.quoted(model.id),
         ownedBy: model.owned_by ?? (model.provider === 'echo' ? 'nova-gateway' : 'organization'),
         endpoints: model.endpoints ?? ['chat'],
         contextWindow: model.context_window ?? null,

@@ -1,4 +1,5 @@
 import type { ModelEndpointName } from '../config/schema.js';
+import { ByteToken } from './json-bytes.js';
 
 /** The OpenAI model routes the gateway proxies, and what differs between them. */
 export type OperationName = 'chat' | 'completions' | 'embeddings' | 'responses';
@@ -16,15 +17,15 @@ export interface Operation {
   /** Streams carry usage only when asked with `stream_options.include_usage` (the gateway always asks). */
   asksStreamUsage: boolean;
   /** Keys of stream events whose non-empty string value is delivered output (metered if the stream ends early). */
-  outputKeys: Buffer[];
+  outputKeys: ByteToken[];
   /** Markers of the event that completes a stream (`[DONE]`, or the Responses API's terminal events). */
-  terminalMarkers: Buffer[];
+  terminalMarkers: ByteToken[];
   /** Request fields whose text estimates the prompt when the upstream reports no usage. */
   promptFields: string[];
 }
 
-const key = (name: string) => Buffer.from(`"${name}"`);
-const DONE = [Buffer.from('[DONE]')];
+const key = ByteToken.quoted;
+const DONE = [ByteToken.of('[DONE]')];
 
 export const OPERATIONS: Record<OperationName, Operation> = {
   chat: {
@@ -68,7 +69,7 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     metricName: 'responses',
     asksStreamUsage: false,
     outputKeys: [key('delta')],
-    terminalMarkers: ['"response.completed"', '"response.incomplete"', '"response.failed"'].map((marker) => Buffer.from(marker)),
+    terminalMarkers: ['"response.completed"', '"response.incomplete"', '"response.failed"'].map(ByteToken.of),
     promptFields: ['instructions', 'input'],
   },
 };

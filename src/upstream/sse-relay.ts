@@ -1,13 +1,13 @@
 import type { Readable, Writable } from 'node:stream';
 import { QUOTE } from '../json-codes.js';
-import { findKey, holds, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
+import { ByteToken, findKey, holds, latin1, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
 const BLANK_CRLF = Buffer.from('\r\n\r\n');
-const USAGE_KEY = Buffer.from('"usage"');
-const MODEL_KEY = Buffer.from('"model"');
-const DONE_MARKER = Buffer.from('[DONE]');
+const USAGE_KEY = ByteToken.quoted('usage');
+const MODEL_KEY = ByteToken.quoted('model');
+const DONE_MARKER = ByteToken.of('[DONE]');
 /** `data: [DONE]` with its blank line, and some room for CRLF or a trailing space. */
 const SHORT_EVENT = 24;
 
@@ -16,7 +16,7 @@ export interface SseRelayOptions {
   /** The client did not ask for usage: drop the usage chunk (whatever its shape) and `"usage":null` members. */
   hideUsage: boolean;
   /** The public model id as a JSON string literal: every event's `model` is rewritten to it. */
-  publicModel: Buffer | null;
+  publicModel: ByteToken | null;
   /** Largest event accepted; a larger one stops the relay and calls onOversize. */
   maxEventBytes: number;
   /** Sees every complete event as it passes (conversation capture). */
@@ -249,15 +249,17 @@ export class SseRelay {
   }
 
   /** Looks at one complete event (`text`: its latin1 string, see relay); returns it, its rewritten form, or null to drop it. */
-  private inspect(event: Buffer, text?: string): Buffer | null {
+  private inspect(event: Buffer, text = latin1(event)): Buffer | null {
     const { operation, hideUsage, publicModel } = this.options;
-    if (event.length < SHORT_EVENT && holds(event, DONE_MARKER, text)) {
+    if (event.length < SHORT_EVENT && holds(text, DONE_MARKER)) {
       this.completed = true;
       return event;
     }
     let out = event;
-    if (holds(event, USAGE_KEY, text)) {
-      const usage = lastObjectValue(event, USAGE_KEY);
+    // The text of `out`, as long as it is the event as received.
+    let outText = text;
+    if (holds(text, USAGE_KEY)) {
+      const usage = lastObjectValue(event, USAGE_KEY, text);
       if (usage) {
         this.usage = tokensOf(usage);
         if (hideUsage) {
@@ -268,13 +270,14 @@ export class SseRelay {
       } else if (hideUsage) {
         out = removeNullMembers(event, USAGE_KEY);
       }
+      if (out !== event) outText = latin1(out);
     }
-    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => holds(event, marker, text))) {
+    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => holds(text, marker))) {
       this.completed = true;
     }
-    // The text describes the event as received: not a rewritten one.
-    if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel, out === event ? text : undefined);
-    this.countOutput(out, out === event ? text : undefined);
+    // Output is counted on the text before the model is renamed: renaming a string value moves no key.
+    this.countOutput(outText);
+    if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel, outText);
     this.options.onEvent?.(out);
     return out;
   }
@@ -289,10 +292,10 @@ export class SseRelay {
     return Buffer.from(`data: ${JSON.stringify(data)}\n\n`);
   }
 
-  private countOutput(event: Buffer, text?: string): void {
+  private countOutput(text: string): void {
     for (const key of this.options.operation.outputKeys) {
-      const found = findKey(event, key, 0, text);
-      if (!found || event[found.valueStart] !== QUOTE || event[found.valueStart + 1] === QUOTE) continue;
+      const found = findKey(text, key);
+      if (!found || text.charCodeAt(found.valueStart) !== QUOTE || text.charCodeAt(found.valueStart + 1) === QUOTE) continue;
       this.outputEvents++;
       if (!this.tokenSeen) {
         this.tokenSeen = true;

@@ -1,6 +1,7 @@
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
+import { ByteToken } from '../../src/upstream/json-bytes.js';
 import { parseEventData, SseRelay } from '../../src/upstream/sse-relay.js';
 
 const chunk = (content: string, extra = '', model = 'm') =>
@@ -24,7 +25,7 @@ function makeRelay(options: RelayOptions & { onOversize?: () => void }, events: 
     {
       operation: OPERATIONS[options.operation ?? 'chat'],
       hideUsage: options.hide,
-      publicModel: options.publicModel === undefined ? null : Buffer.from(JSON.stringify(options.publicModel)),
+      publicModel: options.publicModel === undefined ? null : ByteToken.quoted(options.publicModel),
       maxEventBytes: options.maxEventBytes ?? 1024 * 1024,
       onEvent: (event) => events.push(Buffer.from(event)),
       onOversize: options.onOversize,

@@ -1,11 +1,11 @@
-import { lastObjectValue, replaceStringValue } from '../../upstream/json-bytes.js';
+import { ByteToken, latin1, lastObjectValue, replaceStringValue } from '../../upstream/json-bytes.js';
 import { tokensOf } from '../../upstream/operations.js';
 import { readBounded, type Attempt, type UpstreamResponse } from '../../upstream/upstream-call.js';
 import { mapUpstreamFailure } from '../../upstream/upstream-errors.js';
 import type { ModelCall } from './model-call.js';
 
-const USAGE_KEY = Buffer.from('"usage"');
-const MODEL_KEY = Buffer.from('"model"');
+const USAGE_KEY = ByteToken.quoted('usage');
+const MODEL_KEY = ByteToken.quoted('model');
 
 /** The whole upstream reply, bounded by `upstream.max_json_reply_bytes`; a client abort stays an abort. */
 export async function readReply(call: ModelCall, response: UpstreamResponse): Promise<Buffer> {
@@ -32,8 +32,9 @@ export async function relayJson(
 ): Promise<unknown> {
   const bytes = await readReply(call, response);
   call.observeUpstream(attempt, String(response.status));
-  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY));
-  const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson);
+  const text = latin1(bytes);
+  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY, text));
+  const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson, text);
   await options.onReply?.(out);
   call.ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: call.model.id, stream: 'false' }, call.reply.elapsedTime / 1000);
   call.finish({

@@ -5,7 +5,7 @@ import { resourceNotFound } from '../../http/errors.js';
 import { UPSTREAM_ID_PATTERN } from '../../ids.js';
 import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
 import type { ResponseOwner } from '../../store/response-types.js';
-import { firstStringValue } from '../../upstream/json-bytes.js';
+import { ByteToken, firstStringValue } from '../../upstream/json-bytes.js';
 import { OPERATIONS, type Operation } from '../../upstream/operations.js';
 import { mapUpstreamStatus } from '../../upstream/upstream-errors.js';
 import { readBody, sendToTarget } from '../../upstream/upstream-call.js';
@@ -17,7 +17,7 @@ import { relayStream } from './model-stream.js';
 import { principalOf } from '../principal-of-request.js';
 
 const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
-const ID_KEY = Buffer.from('"id"');
+const ID_KEY = ByteToken.quoted('id');
 const CREATED = Buffer.from('"response.created"');
 const ERROR_BODY_LIMIT = 64 * 1024;
 /** Reading, deleting or cancelling a stored response: metered as requests, not as model calls. */
