@@ -24,8 +24,8 @@
 const EXPIRE_SUB_WINDOWS = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
+local window = tonumber(A[1])
+local n = tonumber(A[2])
 local sub = window / n
 local cur = math.floor(now / sub)
 local first = cur - n
@@ -82,7 +82,8 @@ export const ADMIT_FIELDS = 5;
  * exactly as one call each would at the same instant.
  *
  * KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash.
- * ARGV: window ms, sub-windows N, burst window ms, exact-log maximum, lease TTL ms, default rpm,
+ * ARGV: one JSON array A (one argument to encode and to parse, where a hundred separate ones cost
+ * the client more for each than the array costs the script): window ms, sub-windows N, burst window ms, exact-log maximum, lease TTL ms, default rpm,
  * default burst, number of settlements S; then S settlements (SETTLE_FIELDS values each: slot,
  * rate tokens charged (-1: none), day tokens charged, month tokens charged, cost charged (-1:
  * none), tokens used, cost used, day, month, request id, lease taken (1/0)); then the admissions
@@ -99,11 +100,12 @@ export const ADMIT_FIELDS = 5;
  * Returns 22 values per admission (see RedisQuotaStore).
  */
 export const TURN_SCRIPT = `
+local A = cjson.decode(ARGV[1])
 local SUB = KEYS[4]
 ${EXPIRE_SUB_WINDOWS}
-local burstWindow = tonumber(ARGV[3])
-local leaseTtl = tonumber(ARGV[5])
-local admissionsFrom = 9 + tonumber(ARGV[8]) * ${SETTLE_FIELDS}
+local burstWindow = tonumber(A[3])
+local leaseTtl = tonumber(A[5])
+local admissionsFrom = 9 + tonumber(A[8]) * ${SETTLE_FIELDS}
 
 -- The budget hash, read at most once per call and written once at its end.
 local bud, budChanged = nil, false
@@ -118,8 +120,8 @@ end
 -- earlier sub-windows' token counts that settlements correct: each read and written once
 local earlier, released = {}, {}
 for o = 9, admissionsFrom - 1, ${SETTLE_FIELDS} do
-  local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
-  local usedTokens, usedCost = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(A[o]), tonumber(A[o + 1]), tonumber(A[o + 2]), tonumber(A[o + 3]), tonumber(A[o + 4])
+  local usedTokens, usedCost = tonumber(A[o + 5]), tonumber(A[o + 6])
   if rateTokens >= 0 then
     local delta = usedTokens - rateTokens
     if slot == cur then
@@ -140,23 +142,23 @@ for o = 9, admissionsFrom - 1, ${SETTLE_FIELDS} do
   end
   if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
     local g = budget()
-    if dayTokens >= 0 and g.day == ARGV[o + 7] then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
-    if monthTokens >= 0 and g.month == ARGV[o + 8] then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
-    if costCharged >= 0 and g.month == ARGV[o + 8] then g.mc, budChanged = g.mc + usedCost - costCharged, true end
+    if dayTokens >= 0 and g.day == A[o + 7] then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
+    if monthTokens >= 0 and g.month == A[o + 8] then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
+    if costCharged >= 0 and g.month == A[o + 8] then g.mc, budChanged = g.mc + usedCost - costCharged, true end
   end
-  if ARGV[o + 10] == '1' then released[#released + 1] = ARGV[o + 9] end
+  if A[o + 10] == 1 then released[#released + 1] = A[o + 9] end
 end
 if #released > 0 then redis.call('ZREM', KEYS[5], unpack(released)) end
 for slot, v in pairs(earlier) do redis.call('HSET', SUB, 't' .. slot, int(v)) end
 
 local out = {}
-if admissionsFrom <= #ARGV then
+if admissionsFrom <= #A then
   local p = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
-  local rpm = tonumber(p[1]) or tonumber(ARGV[6])
-  local burst = tonumber(p[2]) or tonumber(ARGV[7])
+  local rpm = tonumber(p[1]) or tonumber(A[6])
+  local burst = tonumber(p[2]) or tonumber(A[7])
   local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
   -- request rate: the exact log for small policies, the sub-window counters for large ones
-  local logMode = rpm <= tonumber(ARGV[4])
+  local logMode = rpm <= tonumber(A[4])
   if logMode then
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
     if meta[4] == 'sub' then
@@ -179,8 +181,8 @@ if admissionsFrom <= #ARGV then
     held = redis.call('ZCARD', KEYS[5])
   end
 
-  for a = admissionsFrom, #ARGV, ${ADMIT_FIELDS} do
-    local id, est, cost, day, month = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
+  for a = admissionsFrom, #A, ${ADMIT_FIELDS} do
+    local id, est, cost, day, month = A[a], tonumber(A[a + 1]), tonumber(A[a + 2]), A[a + 3], A[a + 4]
     local refused = ''
     -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
     local g, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true

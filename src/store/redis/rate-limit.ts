@@ -115,13 +115,7 @@ export class RedisQuotaStore implements QuotaStore {
   private async write(projectId: string, turn: Turn): Promise<void> {
     const { settings, settlements, admissions } = turn;
     const k = this.keys;
-    const args: (string | number)[] = [
-      k.project(projectId),
-      k.rateWindow(projectId),
-      k.rateBurst(projectId),
-      k.rateSubWindows(projectId),
-      k.rateLeases(projectId),
-      k.budgets(projectId),
+    const values: (string | number)[] = [
       Math.round(settings.windowMs),
       settings.subWindows,
       Math.round(settings.burstWindowMs),
@@ -132,10 +126,20 @@ export class RedisQuotaStore implements QuotaStore {
       settlements.length / SETTLE_FIELDS,
       ...settlements,
     ];
-    for (const { request } of admissions) args.push(request.id, request.tokens, request.cost, request.day, request.month);
+    for (const { request } of admissions) values.push(request.id, request.tokens, request.cost, request.day, request.month);
     let reply: (string | number)[];
     try {
-      reply = await guard(this.redis.novaTurn(...args));
+      reply = await guard(
+        this.redis.novaTurn(
+          k.project(projectId),
+          k.rateWindow(projectId),
+          k.rateBurst(projectId),
+          k.rateSubWindows(projectId),
+          k.rateLeases(projectId),
+          k.budgets(projectId),
+          JSON.stringify(values),
+        ),
+      );
     } catch (error) {
       turn.done(error);
       for (const waiting of admissions) waiting.reject(error);
