@@ -66,6 +66,16 @@ function carriesNothing(value: unknown): boolean {
   return false;
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/** A usage chunk the client did not ask for (its data parsed): dropped, or (when it also carries output) sent without its usage. */
+function withoutUsage(data: Record<string, unknown>): Buffer | null {
+  const choices = data.choices;
+  if (!Array.isArray(choices) || choices.every(emptyChoice)) return null;
+  delete data.usage;
+  return Buffer.from(`data: ${JSON.stringify(data)}\n\n`);
+}
+
 /** A choice of a usage chunk that only frames it (index, empty delta, no finish_reason). */
 function emptyChoice(choice: unknown): boolean {
   if (choice === null || typeof choice !== 'object') return true;
@@ -259,11 +269,14 @@ export class SseRelay {
     // The text of `out`, as long as it is the event as received.
     let outText = text;
     if (holds(text, USAGE_KEY)) {
-      const usage = lastObjectValue(event, USAGE_KEY, text);
+      // Usage the client did not ask for: the event is parsed whole anyway (see withoutUsage), so
+      // its usage is read from that, not from the bytes a second time.
+      const data = hideUsage ? parseEventData(event) : null;
+      const usage = data !== null && isObject(data.usage) ? data.usage : lastObjectValue(event, USAGE_KEY, text);
       if (usage) {
         this.usage = tokensOf(usage);
         if (hideUsage) {
-          const hidden = this.withoutUsage(event);
+          const hidden = data === null ? event : withoutUsage(data);
           if (hidden === null) return null;
           out = hidden;
         }
@@ -280,16 +293,6 @@ export class SseRelay {
     if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel, outText);
     this.options.onEvent?.(out);
     return out;
-  }
-
-  /** A usage chunk the client did not ask for: dropped, or (when it also carries output) sent without its usage. */
-  private withoutUsage(event: Buffer): Buffer | null {
-    const data = parseEventData(event);
-    if (!data) return event;
-    const choices = data.choices;
-    if (!Array.isArray(choices) || choices.every(emptyChoice)) return null;
-    delete data.usage;
-    return Buffer.from(`data: ${JSON.stringify(data)}\n\n`);
   }
 
   private countOutput(text: string): void {
