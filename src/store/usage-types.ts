@@ -134,21 +134,37 @@ export interface AggregatedUsage {
   counts: UsageCounts;
 }
 
+interface ProjectSums {
+  /** In the order they were first seen. */
+  entries: AggregatedUsage[];
+  storageBytesDelta: number;
+  /** The entries by dimension, minute and group ('' for none): nested Maps, so that no key string is built per event. */
+  index: Map<UsageDimension, Map<number, Map<string, AggregatedUsage>>>;
+}
+
 /** Sums a batch's events per project, dimension, group and minute: what a batch writes. */
 export function aggregateUsage(events: UsageEvent[]): Map<string, { entries: AggregatedUsage[]; storageBytesDelta: number }> {
-  const out = new Map<string, { entries: Map<string, AggregatedUsage>; storageBytesDelta: number }>();
+  const out = new Map<string, ProjectSums>();
   for (const event of events) {
     let project = out.get(event.projectId);
-    if (!project) out.set(event.projectId, (project = { entries: new Map(), storageBytesDelta: 0 }));
+    if (!project) out.set(event.projectId, (project = { entries: [], storageBytesDelta: 0, index: new Map() }));
     project.storageBytesDelta += event.storageBytesDelta;
     const minuteMs = Math.floor(event.atMs / MINUTE_MS) * MINUTE_MS;
     for (const dimension of event.dimensions ?? USAGE_DIMENSIONS) {
       const group = dimension === 'model' ? event.model : dimension === 'api_key' ? event.apiKeyId : null;
-      const id = `${dimension}|${minuteMs}|${group ?? ''}`;
-      let entry = project.entries.get(id);
-      if (!entry) project.entries.set(id, (entry = { dimension, group, minuteMs, counts: emptyCounts() }));
+      let minutes = project.index.get(dimension);
+      if (!minutes) project.index.set(dimension, (minutes = new Map()));
+      let groups = minutes.get(minuteMs);
+      if (!groups) minutes.set(minuteMs, (groups = new Map()));
+      let entry = groups.get(group ?? '');
+      if (!entry) {
+        groups.set(group ?? '', (entry = { dimension, group, minuteMs, counts: emptyCounts() }));
+        project.entries.push(entry);
+      }
       normalizeCost(addCounts(entry.counts, event.counts));
     }
   }
-  return new Map([...out].map(([projectId, { entries, storageBytesDelta }]) => [projectId, { entries: [...entries.values()], storageBytesDelta }]));
+  const sums = new Map<string, { entries: AggregatedUsage[]; storageBytesDelta: number }>();
+  for (const [projectId, { entries, storageBytesDelta }] of out) sums.set(projectId, { entries, storageBytesDelta });
+  return sums;
 }
