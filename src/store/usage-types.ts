@@ -122,7 +122,16 @@ export const dollarsOf = (counts: UsageCounts): number => counts.costMicros / 1e
 /** A dollar amount as the fixed-point parts (exact to the double's own precision). */
 export function costParts(dollars: number): Pick<UsageCounts, 'costMicros' | 'costAtto'> {
   if (!(dollars > 0)) return { costMicros: 0, costAtto: 0 };
-  const atto = BigInt(Math.round(dollars * 1e18));
+  const scaled = Math.round(dollars * 1e18);
+  if (scaled <= Number.MAX_SAFE_INTEGER) {
+    // Below 2^53 (under about $0.009, a request's usual cost) doubles do it exactly, without
+    // BigInt's allocations: the quotient is below 9,008, where the division's rounding (half an
+    // ulp, under 1e-12) cannot reach the next integer (at least 1e-12 away), so its floor is exact,
+    // and so is the remainder (integers below 2^53).
+    const micros = Math.floor(scaled / ATTO_PER_MICRO);
+    return { costMicros: micros, costAtto: scaled - micros * ATTO_PER_MICRO };
+  }
+  const atto = BigInt(scaled);
   const micros = atto / BigInt(ATTO_PER_MICRO);
   return { costMicros: Number(micros), costAtto: Number(atto - micros * BigInt(ATTO_PER_MICRO)) };
 }
