@@ -47,4 +47,18 @@ describe('json-bytes', () => {
     const kept = bytes({ usage: { prompt_tokens: 1 } });
     expect(removeNullMembers(kept, USAGE)).toBe(kept);
   });
+
+  it('removes runs of usage: null members whose commas the one before took, and many of them in one event', () => {
+    const cases: Array<[string, unknown]> = [
+      ['{"usage":null,"usage":null,"b":2}', { b: 2 }],
+      ['{"usage":null, "usage" :null}', {}],
+      ['{"a":1,"usage":null,"usage":null,"b":2}', { a: 1, b: 2 }],
+      ['[{"usage":null},{"x":[1],"usage":null,"usage":{"p":1}}]', [{}, { x: [1], usage: { p: 1 } }]],
+    ];
+    for (const [source, expected] of cases) expect(JSON.parse(removeNullMembers(bytes(source), USAGE).toString()), source).toEqual(expected);
+    const many = `[${Array.from({ length: 10_000 }, (_, i) => `{"usage":null,"i":${i},"usage":null}`).join(',')}]`;
+    const out = JSON.parse(removeNullMembers(bytes(many), USAGE).toString()) as Array<{ i: number }>;
+    expect(out).toHaveLength(10_000);
+    expect(out.every((item, i) => Object.keys(item).length === 1 && item.i === i)).toBe(true);
+  });
 });
