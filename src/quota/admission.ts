@@ -1,4 +1,4 @@
-import type { BusyPoll } from '../busy-poll.js';
+import { WaitPace, type BusyPoll } from '../busy-poll.js';
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
@@ -52,6 +52,8 @@ export class Admission implements Settler {
   private sequence = 0;
   private skipStoreUntil = 0;
   private probing = false;
+  /** How fast the store has decided lately (busy-polling follows it). */
+  private readonly storePace = new WaitPace();
 
   constructor(private readonly options: AdmissionOptions) {
     const { rate_limits: limits, defaults } = options.config;
@@ -73,7 +75,7 @@ export class Admission implements Settler {
     if (this.storeUsable()) {
       const probe = this.skipStoreUntil !== 0;
       if (probe) this.probing = true;
-      this.options.busyPoll?.hold();
+      const wait = this.options.busyPoll?.hold(this.storePace);
       try {
         const { day, month } = budgetPeriodsAt(this.now());
         const decision = await this.options.store.quota.admit(projectId, this.settings, {
@@ -97,7 +99,7 @@ export class Admission implements Settler {
         if (!(error instanceof StoreUnavailableError)) throw error;
         this.storeFailed(error, 'admission');
       } finally {
-        this.options.busyPoll?.release();
+        if (wait) this.options.busyPoll!.release(wait);
         if (probe) this.probing = false;
       }
     }

@@ -112,13 +112,13 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
   };
-  options.busyPoll?.hold();
+  const wait = options.busyPoll?.hold(target.headersPace);
   try {
     if (options.wholeLimit !== undefined && !options.stream) return await sendWhole(target.pool, dispatch, options.signal, options.wholeLimit);
     const response = await target.pool.request({ ...dispatch, signal: options.signal });
     return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
   } finally {
-    options.busyPoll?.release();
+    if (wait) options.busyPoll!.release(wait);
   }
 }
 
