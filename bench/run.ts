@@ -25,6 +25,7 @@
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
  * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
+ * The machine's cpuidle driver and guest halt-polling (`machine` in the JSON) are printed and recorded: they decide the one-connection figures.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -80,6 +81,23 @@ const NODE = nodeUnderTest();
 
 /** The Node flags `npm start` gives the gateway: the bench runs it as production does, and the other Node processes alike. */
 const START_FLAGS = npmStartFlags(ROOT);
+
+/**
+ * The kernel's idle policy, which decides what waking a sleeping process costs (on a VM, whether
+ * the guest polls before halting an idle vCPU): the one-connection figures depend on it most.
+ */
+function idlePolicy(): { cpuidle_driver: string | null; guest_halt_poll_ns: number | null } {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch {
+      return null;
+    }
+  };
+  const haltPoll = read('/sys/module/haltpoll/parameters/guest_halt_poll_ns');
+  return { cpuidle_driver: read('/sys/devices/system/cpu/cpuidle/current_driver'), guest_halt_poll_ns: haltPoll === null ? null : Number(haltPoll) };
+}
+const IDLE = idlePolicy();
 
 function openFileLimit(): number {
   const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();
@@ -250,6 +268,7 @@ async function main() {
   if (pinned) execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
   else console.log(hasTaskset ? 'one CPU only: running unpinned' : 'taskset is not installed: running unpinned');
   console.log(NODE.note ?? `processes under test on Node ${NODE.version} (the image's; BENCH_NODE=current for this script's ${process.version})`);
+  console.log(`cpuidle driver: ${IDLE.cpuidle_driver ?? 'unknown'}; guest_halt_poll_ns: ${IDLE.guest_halt_poll_ns ?? 'none'}`);
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', BUILD_DIR], { cwd: ROOT, stdio: 'inherit' });
 
   const redis = await RedisProcess.start();
@@ -337,7 +356,7 @@ async function main() {
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
-    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, node_under_test: NODE.version, pinned },
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model, node: process.version, node_under_test: NODE.version, pinned, ...IDLE },
     method: {
       node_flags: START_FLAGS,
       seconds: SECONDS,

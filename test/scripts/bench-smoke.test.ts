@@ -54,7 +54,18 @@ describe('npm run bench (smoke)', () => {
       targets: Record<string, { json?: Figure; stream?: Figure; one_connection?: Figure }>;
       held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number };
       against_targets: Record<string, number | null>;
+      machine: { cpuidle_driver: string | null; guest_halt_poll_ns: number | null };
     };
+    // The idle policy is recorded as this machine has it (null where the kernel has none).
+    const haltPoll = (() => {
+      try {
+        return Number(readFileSync('/sys/module/haltpoll/parameters/guest_halt_poll_ns', 'utf8'));
+      } catch {
+        return null;
+      }
+    })();
+    expect(report.machine.guest_halt_poll_ns).toBe(haltPoll);
+    expect(stdout).toContain(`guest_halt_poll_ns: ${haltPoll ?? 'none'}`);
     const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_poll', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
     for (const [key, figure] of Object.entries(report.targets)) {
