@@ -25,10 +25,12 @@
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
  * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
  * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
- * The machine's cpuidle driver and guest halt-polling (`machine` in the JSON) are printed and recorded: they decide the one-connection figures.
+ * The machine's cpuidle driver and guest halt-polling (`machine` in the JSON) are printed and recorded, and each measure's halts of
+ * both cores per request (`core_halts_per_request` for the proxy's, `load_core_halts_per_request` for the load generator's):
+ * what waking an idle core costs decides the one-connection figures.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -98,6 +100,22 @@ function idlePolicy(): { cpuidle_driver: string | null; guest_halt_poll_ns: numb
   return { cpuidle_driver: read('/sys/devices/system/cpu/cpuidle/current_driver'), guest_halt_poll_ns: haltPoll === null ? null : Number(haltPoll) };
 }
 const IDLE = idlePolicy();
+
+/**
+ * How many times a core has halted so far (entries into its idle states other than the kernel's
+ * polling one): each halt is a wake-up to pay, which on a VM costs tens of microseconds, and a
+ * process on another core that wakes a reader on a halted core pays an interrupt to it.
+ */
+function coreHalts(core: number): number | undefined {
+  const dir = `/sys/devices/system/cpu/cpu${core}/cpuidle`;
+  try {
+    return readdirSync(dir)
+      .filter((state) => state.startsWith('state') && readFileSync(join(dir, state, 'name'), 'utf8').trim() !== 'POLL')
+      .reduce((sum, state) => sum + Number(readFileSync(join(dir, state, 'usage'), 'utf8')), 0);
+  } catch {
+    return undefined;
+  }
+}
 
 function openFileLimit(): number {
   const out = spawnSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout.trim();
@@ -232,7 +250,13 @@ interface Target {
   get?: WrkRequest;
 }
 
-type Measured = WrkResult & { cpu_us_per_request?: number; redis_cpu_us_per_request?: number };
+type Measured = WrkResult & {
+  cpu_us_per_request?: number;
+  redis_cpu_us_per_request?: number;
+  /** Halts of the proxy's core (1) and of the load generator's (0) per request. */
+  core_halts_per_request?: number;
+  load_core_halts_per_request?: number;
+};
 const CLOCK_TICKS = 100;
 
 /** CPU time (user + system) of a process and its direct children, from /proc. */
@@ -376,10 +400,21 @@ async function main() {
     if (warmUp) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
     const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
     const redisBefore = target.usesRedis ? cpuSeconds(redis.pid!) : 0;
+    const haltsBefore = pinned ? [coreHalts(0), coreHalts(1)] : [];
     const measured = await wrk(request, { connections, seconds });
+    const haltsAfter = pinned ? [coreHalts(0), coreHalts(1)] : [];
+    const haltsPerRequest = (core: number) => {
+      const [before, after] = [haltsBefore[core], haltsAfter[core]];
+      return before === undefined || after === undefined ? undefined : Number(((after - before) / measured.requests).toFixed(3));
+    };
     const perRequest = (before: number, pid: number) => Math.round(((cpuSeconds(pid) - before) * 1e6) / measured.requests);
     const sample: Measured = target.pid ? { ...measured, cpu_us_per_request: perRequest(cpuBefore, target.pid) } : measured;
     if (target.usesRedis) sample.redis_cpu_us_per_request = perRequest(redisBefore, redis.pid!);
+    // The cores' halts while the proxy under test had core 1 (the upstream row has none pinned).
+    if (target.pid && haltsPerRequest(1) !== undefined) {
+      sample.core_halts_per_request = haltsPerRequest(1);
+      sample.load_core_halts_per_request = haltsPerRequest(0);
+    }
     ((samples[target.key] ??= {})[mode] ??= []).push(sample);
     console.log(`${target.name}: ${mode} ${JSON.stringify(sample)}`);
     if (sample.errors > 0) await showOne(request);

@@ -23,6 +23,8 @@ interface Figure {
   requests: number;
   errors: number;
   cpu_us_per_request?: number;
+  core_halts_per_request?: number;
+  load_core_halts_per_request?: number;
 }
 
 /**
@@ -65,6 +67,7 @@ describe('npm run bench (smoke)', () => {
       }
     })();
     expect(report.machine.guest_halt_poll_ns).toBe(haltPoll);
+    const haltsShown = !stdout.includes('running unpinned') && existsSync('/sys/devices/system/cpu/cpu1/cpuidle/state0/usage');
     expect(stdout).toContain(`guest_halt_poll_ns: ${haltPoll ?? 'none'}`);
     const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_poll', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
@@ -76,6 +79,11 @@ describe('npm run bench (smoke)', () => {
         expect(measure!.rounds, key).toHaveLength(2);
         expect(measure!.errors, key).toBe(0);
         if (key !== 'upstream') expect(measure!.cpu_us_per_request, key).toBeGreaterThan(0);
+        // The pinned core's halts are counted where the kernel shows its idle states.
+        if (key !== 'upstream' && haltsShown) {
+          expect(measure!.core_halts_per_request, key).toBeGreaterThanOrEqual(0);
+          expect(measure!.load_core_halts_per_request, key).toBeGreaterThanOrEqual(0);
+        }
       }
     }
     expect(report.held_streams).toMatchObject({ streams: 200, completed: 200, failed: 0 });
