@@ -131,17 +131,27 @@ export function compositeEnd(text: string, open: number): number {
   return -1;
 }
 
-/** The object value of the last `key` key, parsed (a small object such as `usage`), or null. */
-export function lastObjectValue(buf: Buffer, key: ByteToken, text = latin1(buf)): Record<string, unknown> | null {
+/** Where the object value of the last `key` key starts and ends (exclusive), or null when that value is not an object. */
+export function lastObjectRange(text: string, key: ByteToken): { start: number; end: number } | null {
   const found = findLastKey(text, key);
   if (!found || text.charCodeAt(found.valueStart) !== OPEN_BRACE) return null;
   const end = compositeEnd(text, found.valueStart);
-  if (end === -1) return null;
+  return end === -1 ? null : { start: found.valueStart, end };
+}
+
+/** The object at `range` of `buf` (see lastObjectRange), parsed, or null. */
+export function objectAt(buf: Buffer, range: { start: number; end: number } | null): Record<string, unknown> | null {
+  if (range === null) return null;
   try {
-    return JSON.parse(buf.toString('utf8', found.valueStart, end)) as Record<string, unknown>;
+    return JSON.parse(buf.toString('utf8', range.start, range.end)) as Record<string, unknown>;
   } catch {
     return null;
   }
+}
+
+/** The object value of the last `key` key, parsed (a small object such as `usage`), or null. */
+export function lastObjectValue(buf: Buffer, key: ByteToken, text = latin1(buf)): Record<string, unknown> | null {
+  return objectAt(buf, lastObjectRange(text, key));
 }
 
 /**

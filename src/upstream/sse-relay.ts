@@ -1,6 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import { QUOTE } from '../json-codes.js';
-import { ByteToken, findKey, holds, latin1, lastObjectValue, removeNullMembers, replaceStringValue } from './json-bytes.js';
+import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from './json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from './operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
@@ -269,10 +269,12 @@ export class SseRelay {
     // The text of `out`, as long as it is the event as received.
     let outText = text;
     if (holds(text, USAGE_KEY)) {
-      // Usage the client did not ask for: the event is parsed whole anyway (see withoutUsage), so
-      // its usage is read from that, not from the bytes a second time.
-      const data = hideUsage ? parseEventData(event) : null;
-      const usage = data !== null && isObject(data.usage) ? data.usage : lastObjectValue(event, USAGE_KEY, text);
+      // Usage the client did not ask for, as an object: the event is parsed whole anyway (see
+      // withoutUsage), so its usage is read from that, not from the bytes a second time. A
+      // `"usage":null` member (which some upstreams put on every chunk) is removed without a parse.
+      const range = lastObjectRange(text, USAGE_KEY);
+      const data = range !== null && hideUsage ? parseEventData(event) : null;
+      const usage = data !== null && isObject(data.usage) ? data.usage : objectAt(event, range);
       if (usage) {
         this.usage = tokensOf(usage);
         if (hideUsage) {
