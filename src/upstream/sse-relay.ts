@@ -136,10 +136,9 @@ export class SseRelay {
     if (this.stopped) return;
     let buf = chunk;
     if (this.pending.length > 0) {
-      // Only the new bytes (and the last three of the old) can complete the pending event, so a
-      // large event costs one concatenation, not one per chunk.
-      const last = this.pending.at(-1)!;
-      const seam = Buffer.concat([last.subarray(Math.max(0, last.length - 3)), chunk]);
+      // Only the new bytes (and the last three held, which may span several short chunks) can
+      // complete the pending event, so a large event costs one concatenation, not one per chunk.
+      const seam = Buffer.concat([...this.heldTail(BLANK_CRLF.length - 1), chunk]);
       if (seam.indexOf(BLANK_LF) === -1 && seam.indexOf(BLANK_CRLF) === -1) {
         this.hold(chunk);
         return;
@@ -178,7 +177,11 @@ export class SseRelay {
     for (;;) {
       const end = eventEnd(text, position, hasCr);
       if (end === -1) break;
-      if (end - position > this.options.maxEventBytes) return this.oversize();
+      if (end - position > this.options.maxEventBytes) {
+        // The complete events before it still reach the client, ahead of the owner's error event.
+        if (position > emitFrom) this.forward(buf.subarray(emitFrom, position));
+        return this.oversize();
+      }
       // A token server's chunk is usually one whole event: then no view of it is made.
       const whole = position === 0 && end === buf.length;
       const event = whole ? buf : buf.subarray(position, end);
@@ -192,6 +195,17 @@ export class SseRelay {
     }
     if (position > emitFrom) this.forward(emitFrom === 0 && position === buf.length ? buf : buf.subarray(emitFrom, position));
     if (position < buf.length) this.hold(Buffer.from(buf.subarray(position)));
+  }
+
+  /** The last `count` bytes held, oldest first, as views of the held chunks. */
+  private heldTail(count: number): Buffer[] {
+    const tail: Buffer[] = [];
+    for (let index = this.pending.length - 1; index >= 0 && count > 0; index--) {
+      const held = this.pending[index]!;
+      tail.unshift(held.length > count ? held.subarray(held.length - count) : held);
+      count -= held.length;
+    }
+    return tail;
   }
 
   private hold(bytes: Buffer): void {

@@ -102,6 +102,39 @@ describe('SseRelay', () => {
     expect(r.outputEvents).toBe(3);
   });
 
+  it.each([1, 2, 3])('finds CRLF blank lines split over chunks shorter than the blank line (%i bytes)', async (splitEvery) => {
+    const { relay: r, text, events } = await relay(STREAM, { hide: true, splitEvery, crlf: true });
+    expect(text).toBe(STREAM.replace(USAGE, '').replace(/\n/g, '\r\n'));
+    expect(r.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
+    expect(r.outputEvents).toBe(3);
+    expect(r.completed).toBe(true);
+    expect(events).toHaveLength(4); // every event but the hidden usage chunk and [DONE]
+  });
+
+  it('relays a CRLF event as soon as its blank line is complete, however it was split', async () => {
+    const events: Buffer[] = [];
+    const { relay: r } = makeRelay({ hide: false }, events);
+    const event = chunk('a').replace('\n\n', '');
+    for (const piece of [`${event}\r`, '\n\r', '\n']) r.accept(Buffer.from(piece));
+    expect(events.map(String)).toEqual([`${event}\r\n\r\n`]);
+  });
+
+  it('accepts a CRLF event that fits the limit when it arrives a byte at a time', async () => {
+    let oversized = 0;
+    const event = `data: {"choices":[{"delta":{"content":"${'x'.repeat(960)}"}}]}\r\n\r\n`;
+    const { relay: r, sink } = makeRelay({ hide: false, maxEventBytes: event.length, onOversize: () => oversized++ });
+    const out: Buffer[] = [];
+    sink.on('data', (data: Buffer) => out.push(data));
+    const ended = new Promise((resolve) => sink.on('end', resolve));
+    const bytes = Buffer.from(`${event}${event}data: [DONE]\r\n\r\n`);
+    for (let i = 0; i < bytes.length; i++) r.accept(bytes.subarray(i, i + 1));
+    r.finish();
+    await ended;
+    expect(oversized).toBe(0);
+    expect(Buffer.concat(out).toString()).toBe(bytes.toString());
+    expect(r.outputEvents).toBe(2);
+  });
+
   it('does not mistake "usage" or "content" inside generated text for fields', async () => {
     const input = `${chunk('the \\"usage\\":{ field and \\"content\\":\\"x\\"')}data: [DONE]\n\n`;
     const { relay: r, text } = await relay(input, { hide: true });
@@ -133,6 +166,27 @@ describe('SseRelay', () => {
       for (let i = 0; i < bytes.length; i += splitEvery) r.accept(bytes.subarray(i, i + splitEvery));
       await oversize;
       r.endWith('data: {"error":{}}\n\n');
+    }
+  });
+
+  it('relays the complete events before an oversized one, then the error event, whether they arrive together or apart', async () => {
+    const big = `data: {"choices":[{"delta":{"content":"${'x'.repeat(3000)}"}}]}\n\n`;
+    for (const together of [true, false]) {
+      const events: Buffer[] = [];
+      let oversized: () => void = () => {};
+      const oversize = new Promise<void>((resolve) => (oversized = resolve));
+      const { relay: r, sink } = makeRelay({ hide: false, maxEventBytes: 2048, onOversize: () => oversized() }, events);
+      const out: Buffer[] = [];
+      sink.on('data', (data: Buffer) => out.push(data));
+      const ended = new Promise((resolve) => sink.on('end', resolve));
+      const pieces = together ? [`${chunk('a')}${chunk('b')}${big}`] : [`${chunk('a')}${chunk('b')}`, big];
+      for (const piece of pieces) r.accept(Buffer.from(piece));
+      await oversize;
+      r.endWith('data: {"error":{}}\n\n');
+      await ended;
+      expect(Buffer.concat(out).toString()).toBe(`${chunk('a')}${chunk('b')}data: {"error":{}}\n\n`);
+      expect(r.outputEvents).toBe(2);
+      expect(events).toHaveLength(2);
     }
   });
 
