@@ -48,8 +48,8 @@ const BASE_KEYS = new Set(['method', 'route', 'status_code', 'response_time_ms',
  * and line end), from the request and the fields its route added, without first merging them into
  * one object. pino's general path runs per-key serializers and the redaction of every key on each
  * line, a few microseconds a request for fields that are the gateway's own. A value that is not a
- * string, number, boolean or null, a key that a redaction path names or that repeats a base key,
- * or a logger set up to rewrite lines goes through pino (false).
+ * string, number, boolean or null, a key that a redaction path names, that repeats a base key or
+ * that the logger serializes, or a logger set up to rewrite lines goes through pino (false).
  */
 function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply: FastifyReply, elapsedMs: number): boolean {
   const internals = log as unknown as Record<symbol, unknown>;
@@ -66,7 +66,9 @@ function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply:
   const hooks = internals[symbols.hooksSym] as { streamWrite?: unknown } | undefined;
   if (internals[symbols.mixinSym] || formatters?.log || hooks?.streamWrite || internals[(symbols as unknown as Record<string, symbol>).msgPrefixSym!]) return false;
   if ((stream as Record<symbol, unknown>)[symbols.needsMetadataGsym] === true) return false;
+  const serializers = internals[symbols.serializersSym] as Record<string, unknown> | undefined;
   const projectId = request.principal?.projectId;
+  const clientAddress = request.ip;
   let line =
     prefix +
     time() +
@@ -79,13 +81,16 @@ function writeAccessLine(log: FastifyBaseLogger, request: FastifyRequest, reply:
     member('response_time_ms') +
     elapsedMs +
     (projectId === undefined ? '' : member('project_id') + JSON.stringify(projectId)) +
-    member('client_address') +
-    JSON.stringify(request.ip);
+    // A connection gone before the response ended has no address: left out, as pino leaves out undefined.
+    (clientAddress === undefined ? '' : member('client_address') + JSON.stringify(clientAddress));
   const fields = request.logFields;
   for (const key in fields) {
+    // Own keys only, as pino writes them.
+    if (!Object.hasOwn(fields, key)) continue;
     const value = fields[key];
     if (value === undefined) continue;
-    if (REDACTED_KEYS.has(key) || BASE_KEYS.has(key)) return false;
+    // A key the logger serializes (fastify's `res`, `req`, `err`) is written by pino, through its serializer.
+    if (REDACTED_KEYS.has(key) || BASE_KEYS.has(key) || serializers?.[key]) return false;
     const written = memberOf(key, value);
     if (written === undefined) return false;
     line += written;

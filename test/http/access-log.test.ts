@@ -91,6 +91,39 @@ describe('access log line', () => {
     expect(JSON.parse(line!)).toMatchObject({ secret: '[redacted]', api_key: { secret: '[redacted]' }, model: 'm', route: '/probe', status_code: 200 });
   });
 
+  it('writes what pino writes for a key the logger serializes, a key the fields only inherit, and a request whose address is gone', async () => {
+    const { stream, lines } = capture();
+    const app = Fastify({ loggerInstance: createLogger('info', stream) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
+    installAccessLog(app);
+    app.addHook('onRequest', (request, _reply, done) => {
+      addLogFields(request, Object.assign(Object.create({ inherited: 'from-prototype' }) as Record<string, unknown>, { model: 'm' }), 'unused');
+      if (request.url === '/serialized') addLogFields(request, { res: 'not-a-response' }, 'unused');
+      if (request.url === '/gone') Object.defineProperty(request, 'ip', { value: undefined });
+      done();
+    });
+    // The same field through pino and the request's logger (fastify's serializers): what the access line must hold.
+    app.get('/serialized', async (request) => {
+      request.log.info({ res: 'not-a-response' }, 'reference');
+      return { ok: true };
+    });
+    app.get('/gone', async () => ({ ok: true }));
+    for (const url of ['/serialized', '/gone']) expect((await app.inject({ method: 'GET', url })).statusCode).toBe(200);
+    await app.close();
+    const parse = (line: string) => JSON.parse(line) as Record<string, unknown>;
+    const written = lines.filter((candidate) => candidate.includes('request completed')).map(parse);
+    const reference = lines.filter((candidate) => candidate.includes('"reference"')).map(parse);
+    expect(written).toHaveLength(2);
+    expect(reference).toHaveLength(1);
+    for (const parsed of written) {
+      expect(parsed.model).toBe('m');
+      expect(parsed).not.toHaveProperty('inherited');
+    }
+    expect(reference[0]!.res).not.toBe('not-a-response');
+    expect(written[0]!.res).toEqual(reference[0]!.res);
+    expect(written[1]!).not.toHaveProperty('client_address');
+    expect(written[1]!).toMatchObject({ route: '/gone', status_code: 200 });
+  });
+
   it('merges fields added twice, and lets a route field replace a base field once, in its place', async () => {
     const { stream, lines } = capture();
     const app = Fastify({ loggerInstance: createLogger('info', stream) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
