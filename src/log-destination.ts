@@ -4,6 +4,7 @@ import { Socket } from 'node:net';
 /** Lines leave once this many characters wait, or at the next tick of the flush interval. */
 const BLOCK_CHARS = 4096;
 const FLUSH_INTERVAL_MS = 200;
+const NEWLINE = 0x0a;
 
 /**
  * Log lines to a file descriptor, in blocks, written from the event loop's own thread.
@@ -18,13 +19,16 @@ const FLUSH_INTERVAL_MS = 200;
  *   `maxPending` characters; a line beyond is dropped and reported to `onDropped`, so a stalled
  *   log reader costs lines, never unbounded memory or a blocked event loop.
  * - Anything else (a file, `/dev/null`, a terminal) is written synchronously, as pino's default
- *   destination does. A block such a write refuses (or a broken pipe) is dropped and counted.
+ *   destination does. A block such a write refuses (or a broken pipe) is dropped and counted; a
+ *   short write is finished.
  */
 export class LogDestination {
   private lines: string[] = [];
   private held = 0;
   private readonly socket: Socket | undefined;
   private broken = false;
+  /** The last synchronous write stopped inside a line. */
+  private tornLine = false;
 
   constructor(
     private readonly fd: number,
@@ -71,15 +75,33 @@ export class LogDestination {
     this.held = 0;
     if (this.broken) return this.onDropped(count);
     if (this.socket) {
-      this.socket.write(block);
+      // A block the pipe refuses (its reader gone), and every block queued behind it, is counted.
+      this.socket.write(block, (error) => error && this.onDropped(count));
       return;
     }
+    const text = this.tornLine ? `\n${block}` : block;
+    this.tornLine = false;
+    let written = 0;
+    let bytes: Buffer | undefined;
     try {
-      const written = writeSync(this.fd, block);
-      if (written < Buffer.byteLength(block)) this.onDropped(count);
+      written = writeSync(this.fd, text);
+      if (written < Buffer.byteLength(text)) {
+        // A short write (a signal, a file reaching its size limit): the rest follows, so no line is torn.
+        bytes = Buffer.from(text);
+        while (written < bytes.length) written += writeSync(this.fd, bytes, written);
+      }
     } catch {
-      // EAGAIN from a descriptor someone set non-blocking, EPIPE, EIO: this block is lost, not retried.
-      this.onDropped(count);
+      // EAGAIN from a descriptor someone set non-blocking, EPIPE, EIO, ENOSPC: the lines not wholly
+      // written are lost and counted, not retried.
+      if (bytes === undefined) {
+        this.tornLine = text !== block;
+        return this.onDropped(count);
+      }
+      let lost = 0;
+      for (let at = bytes.indexOf(NEWLINE, written); at !== -1; at = bytes.indexOf(NEWLINE, at + 1)) lost++;
+      this.onDropped(lost);
+      // A line cut short is ended before the next block, so that the next line does not run into it.
+      this.tornLine = bytes[written - 1] !== NEWLINE;
     }
   }
 }

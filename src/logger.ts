@@ -24,6 +24,16 @@ export function createLogger(level: string, destination: DestinationStream): Log
   return pino({ level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }, destination);
 }
 
-export function flushLogger(logger: Logger): Promise<void> {
-  return new Promise((resolve) => logger.flush(() => resolve()));
+/** How long an exit waits for the log's reader to take the last lines (a stalled reader would hold the exit forever). */
+export const LOG_FLUSH_TIMEOUT_MS = 2000;
+
+/** Resolves once what was logged has left, or after `timeoutMs`, whichever comes first. */
+export function flushLogger(logger: Logger, timeoutMs = LOG_FLUSH_TIMEOUT_MS): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    logger.flush(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

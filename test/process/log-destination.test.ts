@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { constants, closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
+import { constants, closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -50,6 +50,38 @@ describe('log destination', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('stops waiting for a stalled reader after the flush timeout, so an exit is not held forever', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
+    const fifo = join(dir, 'stdout');
+    execFileSync('mkfifo', [fifo]);
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writer = openSync(fifo, constants.O_WRONLY);
+    const logger = createLogger('info', logDestination(() => undefined, writer));
+    // More than the pipe holds: the rest waits in the stream's queue, which a stalled reader never empties.
+    for (let i = 0; i < 200; i++) logger.info({ i }, 'x'.repeat(1000));
+    await flushLogger(logger, 50);
+    // Resolved while lines were still queued: once the reader empties the pipe, more arrive.
+    const chunk = Buffer.alloc(1 << 17);
+    const readAll = () => {
+      let total = 0;
+      for (;;) {
+        try {
+          const read = readSync(reader, chunk);
+          if (read === 0) return total;
+          total += read;
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === 'EAGAIN') return total;
+          throw error;
+        }
+      }
+    };
+    expect(readAll()).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(readAll()).toBeGreaterThan(0);
+    closeSync(reader);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('writes a file in blocks: nothing until a block is full or flushed, then every line whole and in order', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
     const path = join(dir, 'log');
@@ -67,6 +99,32 @@ describe('log destination', () => {
     expect(lines.map((text) => JSON.parse(text).i)).toEqual([...Array(100).keys()]);
     expect(dropped).toBe(0);
     closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('finishes a short write to a file, and counts exactly the lines it could not write whole (a file size limit)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
+    const path = join(dir, 'log');
+    const script = join(dir, 'write.mts');
+    const lines = 300;
+    writeFileSync(
+      script,
+      `import { createLogger, flushLogger, logDestination } from ${JSON.stringify(join(__dirname, '../../src/logger.ts'))};
+      import { openSync } from 'node:fs';
+      let dropped = 0;
+      const logger = createLogger('info', logDestination((count) => (dropped += count), openSync(${JSON.stringify(path)}, 'w')));
+      for (let i = 0; i < ${lines}; i++) logger.info({ i }, 'line of the log '.repeat(3));
+      await flushLogger(logger);
+      process.stdout.write(String(dropped));`,
+    );
+    // A file size limit (bash counts it in KiB): writes past it are cut short, then refused (Node ignores SIGXFSZ).
+    const dropped = Number(execFileSync('bash', ['-c', `ulimit -f 10 && exec "${process.execPath}" --import tsx "${script}"`], { cwd: join(__dirname, '../..') }).toString());
+    const text = readFileSync(path, 'utf8');
+    expect(text.length).toBe(10 * 1024);
+    const whole = text.split('\n').slice(0, -1);
+    for (const line of whole) expect(JSON.parse(line).msg).toContain('line of the log');
+    expect(dropped).toBeGreaterThan(0);
+    expect(whole.length + dropped).toBe(lines);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -107,7 +165,8 @@ describe('log destination', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     for (let i = 0; i < 10; i++) logger.info({ i }, line);
     await flushLogger(logger);
-    expect(dropped).toBeGreaterThanOrEqual(10);
+    // Every line: those in the block the pipe refused, those queued behind it, and those after.
+    expect(dropped).toBe(110);
     // The writer's descriptor is not closed here: the stream closed it when the pipe broke.
     rmSync(dir, { recursive: true, force: true });
   });
