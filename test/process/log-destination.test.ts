@@ -5,14 +5,19 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLogger, flushLogger, logDestination } from '../../src/logger.js';
 
+/** A named pipe as a log's stdout: its reader opened first (non-blocking), then its writer. */
+function logPipe(): { dir: string; reader: number; writer: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
+  const fifo = join(dir, 'stdout');
+  execFileSync('mkfifo', [fifo]);
+  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  return { dir, reader, writer: openSync(fifo, constants.O_WRONLY) };
+}
+
 describe('log destination', () => {
   it('holds at most its bound while the reader stalls, drops and counts the rest, then delivers what it held', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
-    const fifo = join(dir, 'stdout');
-    execFileSync('mkfifo', [fifo]);
-    // The reader opens first (non-blocking) and reads nothing until the end: a stalled log pipe.
-    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-    const writer = openSync(fifo, constants.O_WRONLY);
+    // The reader reads nothing until the end: a stalled log pipe.
+    const { dir, reader, writer } = logPipe();
     let dropped = 0;
     const bound = 256 * 1024;
     const logger = createLogger('info', logDestination((lines) => (dropped += lines), writer, bound));
@@ -51,11 +56,7 @@ describe('log destination', () => {
   });
 
   it('stops waiting for a stalled reader after the flush timeout, so an exit is not held forever', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
-    const fifo = join(dir, 'stdout');
-    execFileSync('mkfifo', [fifo]);
-    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-    const writer = openSync(fifo, constants.O_WRONLY);
+    const { dir, reader, writer } = logPipe();
     const logger = createLogger('info', logDestination(() => undefined, writer));
     // More than the pipe holds: the rest waits in the stream's queue, which a stalled reader never empties.
     for (let i = 0; i < 200; i++) logger.info({ i }, 'x'.repeat(1000));
@@ -151,11 +152,7 @@ describe('log destination', () => {
   });
 
   it('counts the lines it cannot deliver once the reader is gone, and keeps the process alive', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
-    const fifo = join(dir, 'stdout');
-    execFileSync('mkfifo', [fifo]);
-    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-    const writer = openSync(fifo, constants.O_WRONLY);
+    const { dir, reader, writer } = logPipe();
     closeSync(reader);
     let dropped = 0;
     const logger = createLogger('info', logDestination((lines) => (dropped += lines), writer));
