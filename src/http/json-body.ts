@@ -10,7 +10,8 @@ import { exceedsJsonDepth } from './json-depth.js';
  */
 export function installJsonParser(app: FastifyInstance, maxDepth: number): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(/^application\/([\w.+-]+\+)?json$/, { parseAs: 'string' }, (_request, body, done) => {
+  // Media types are case-insensitive and may carry parameters (`; charset=utf-8`, which many clients send).
+  app.addContentTypeParser(/^application\/([\w.+-]+\+)?json\s*(;.*)?$/i, { parseAs: 'string' }, (_request, body, done) => {
     const text = (body as string).trim();
     if (text === '') return done(null, {});
     if (exceedsJsonDepth(text, maxDepth)) {

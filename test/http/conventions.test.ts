@@ -26,6 +26,27 @@ describe('HTTP conventions', () => {
     expect(errorOf(response)).toMatchObject({ status: 404, type: 'not_found_error', code: 'resource_not_found' });
   });
 
+  it('reads a JSON body whatever the case and parameters of its media type, and refuses other media types naming content-type', async () => {
+    for (const type of ['application/json; charset=utf-8', 'application/json;charset=UTF-8', 'Application/JSON', 'application/merge-patch+json; charset=utf-8']) {
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/v1/api-keys',
+        headers: { ...project.auth, 'content-type': type },
+        payload: JSON.stringify({ name: 'typed', project_id: project.projectId }),
+      });
+      expect(response.statusCode, type).toBe(200);
+    }
+    for (const type of ['text/plain', 'application/jsonx', 'application/x-www-form-urlencoded']) {
+      const response = await t.app.inject({
+        method: 'POST',
+        url: '/v1/api-keys',
+        headers: { ...project.auth, 'content-type': type },
+        payload: JSON.stringify({ name: 'typed', project_id: project.projectId }),
+      });
+      expect(errorOf(response), type).toMatchObject({ status: 400, param: 'content-type' });
+    }
+  });
+
   it('answers a body over the limit with 413', async () => {
     const response = await t.app.inject({
       method: 'POST',
