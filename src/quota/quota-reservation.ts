@@ -1,6 +1,7 @@
 import type { Reservation } from '../store/quota-types.js';
 import type { Charge } from './request-charge.js';
 import { costOf } from './cost.js';
+import { USAGE_CAPS, withinCap } from './usage-validation.js';
 
 /** How long a response that ended may wait for its route to report usage before the reservation is settled as charged. */
 const OWNED_GRACE_MS = 30_000;
@@ -28,12 +29,18 @@ export class QuotaReservation {
     if (this.state === 'open') this.state = 'claimed';
   }
 
-  /** `cost`: what the target that served it charges (default: at the model's price). */
-  settle(promptTokens: number, completionTokens: number, cost = costOf(this.charge.pricing, promptTokens, completionTokens)): void {
+  /**
+   * `cost`: what the target that served it charges (default: at the model's price). The numbers come
+   * from the upstream's usage: each is charged as the usage record takes it (validUsage), a value out
+   * of range as 0, so that no upstream can make a settlement fail, wrap a counter or drain a budget.
+   */
+  settle(promptTokens: number, completionTokens: number, cost?: number): void {
     if (this.state === 'settled') return;
     this.state = 'settled';
-    const used = { tokens: promptTokens + completionTokens, cost };
-    this.settler.settle(this.projectId, this.reservation, used, this.charge.tokens);
+    const prompt = withinCap(promptTokens, USAGE_CAPS.promptTokens, true);
+    const completion = withinCap(completionTokens, USAGE_CAPS.completionTokens, true);
+    const charged = cost === undefined ? costOf(this.charge.pricing, prompt, completion) : withinCap(cost, USAGE_CAPS.cost, false);
+    this.settler.settle(this.projectId, this.reservation, { tokens: prompt + completion, cost: charged }, this.charge.tokens);
   }
 
   /** The response ended (completed, aborted or failed): settle what no route will. */

@@ -18,6 +18,21 @@ export const USAGE_CAPS = {
   cost: 1_000_000,
 } as const;
 
+/** A finite number (an integer when `integer`) from 0 to `cap`, or from -cap to cap when `signed`. */
+function isWithinCap(value: unknown, cap: number, integer: boolean, signed = false): value is number {
+  return (
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (!integer || Number.isInteger(value)) &&
+    (signed ? Math.abs(value) <= cap : value >= 0 && value <= cap)
+  );
+}
+
+/** `value` when it is a number a usage record would take (see validUsage), else 0. */
+export function withinCap(value: number, cap: number, integer: boolean): number {
+  return isWithinCap(value, cap, integer) ? value : 0;
+}
+
 export interface InvalidUsageValue {
   field: keyof typeof USAGE_CAPS;
   value: unknown;
@@ -41,13 +56,7 @@ export function validUsage(record: UsageRecord): ValidUsage {
   const invalid: InvalidUsageValue[] = [];
   const take = (field: keyof typeof USAGE_CAPS, value: unknown, integer: boolean, signed = false): number => {
     if (value === undefined || value === null) return 0;
-    const cap = USAGE_CAPS[field];
-    const ok =
-      typeof value === 'number' &&
-      Number.isFinite(value) &&
-      (!integer || Number.isInteger(value)) &&
-      (signed ? Math.abs(value) <= cap : value >= 0 && value <= cap);
-    if (ok) return value;
+    if (isWithinCap(value, USAGE_CAPS[field], integer, signed)) return value;
     invalid.push({ field, value });
     return 0;
   };

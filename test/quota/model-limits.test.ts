@@ -13,12 +13,19 @@ describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
   let upstream: FakeUpstream;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({ slow: { latencyMs: 400 } });
+    upstream = await FakeUpstream.start({
+      slow: { latencyMs: 400 },
+      // Usage no backend could mean: a prompt count that is not a number, one beyond any cap.
+      unreadable: { promptTokens: 'n/a' as unknown as number, chunks: ['a', 'b'] },
+      huge: { promptTokens: 1e300, chunks: ['a', 'b'] },
+    });
     t = await buildTestApp(kind, {
       config: defaultConfig({
         models: [
           { id: 'echo-1', provider: 'echo' },
           { id: 'slow-1', upstream: upstream.baseUrl('slow') },
+          { id: 'unreadable-1', upstream: upstream.baseUrl('unreadable') },
+          { id: 'huge-1', upstream: upstream.baseUrl('huge') },
         ],
         ceilings: {},
       }),
@@ -89,6 +96,18 @@ describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
     const refused = errorOf(await chat(97));
     expect(refused.message).toContain('Token rate limit exceeded');
     expect((await chat(96)).statusCode).toBe(200);
+  });
+
+  it('settles usage an upstream reports out of range as the usage record takes it (0), and the limits hold', async () => {
+    for (const model of ['unreadable-1', 'huge-1']) {
+      const project = await projectWith({ tokens_per_minute: 1000, daily_tokens: 100_000, max_concurrent_requests: 1 });
+      const odd = await hit(t.app, project, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+      expect(odd.statusCode, `${model} ${odd.body}`).toBe(200);
+      // Settled as 0 prompt and 2 completion tokens: the next request sees 1000 - 2 - its own 12 reserved.
+      const next = await hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+      expect(next.statusCode, model).toBe(200);
+      expect(next.headers['x-ratelimit-remaining-tokens'], model).toBe('986');
+    }
   });
 
   it('caps requests in flight: a concurrent one beyond max_concurrent_requests is 429 concurrency_limit_exceeded, and the slot frees when the response ends', async () => {

@@ -3,6 +3,7 @@ import { addLogFields } from '../../http/access-log.js';
 import { ApiError } from '../../http/errors.js';
 import type { AppContext } from '../../app-context.js';
 import { costOf } from '../../quota/cost.js';
+import { USAGE_CAPS, withinCap } from '../../quota/usage-validation.js';
 import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
 import type { Operation } from '../../upstream/operations.js';
 import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from '../../upstream/upstream-call.js';
@@ -128,9 +129,12 @@ export class ModelCall {
       storageBytesDelta: result.storageBytes,
     });
     const traffic = ctx.metrics.modelTraffic;
-    if (result.promptTokens > 0 || result.completionTokens > 0) {
-      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'input' }, result.promptTokens);
-      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'output' }, result.completionTokens);
+    // The upstream's numbers as the usage record takes them (a value out of range as 0, and counted there).
+    const input = withinCap(result.promptTokens, USAGE_CAPS.promptTokens, true);
+    const output = withinCap(result.completionTokens, USAGE_CAPS.completionTokens, true);
+    if (input > 0 || output > 0) {
+      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'input' }, input);
+      traffic.tokenUsage.observe({ gen_ai_request_model: model.id, gen_ai_token_type: 'output' }, output);
     }
     traffic.operationDuration.observe(
       {
