@@ -53,6 +53,8 @@ class WholeReplyHandler implements Dispatcher.DispatchHandler {
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    // An interim reply (102 Processing, 103 Early Hints) is not the answer: the final one follows.
+    if (statusCode < 200) return true;
     this.answered = true;
     const whole = this.whole;
     this.resolve({
