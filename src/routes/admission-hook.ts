@@ -21,6 +21,7 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
   const routeUrl = request.routeOptions.url;
   let model: string | null = null;
+  let clientGone = false;
   if (routeKindOf(request.method, routeUrl) === 'model') {
     model = configuredModelOf(ctx, request.body);
     const charge = ctx.charges.of(routeUrl, request.body);
@@ -31,10 +32,15 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     metrics.requestInFlight(projectId, true);
     const held = decision.reservation ? new QuotaReservation(ctx.admission, projectId, decision.reservation, charge) : null;
     request.quota = held;
-    reply.raw.once('close', () => {
+    const closed = () => {
       metrics.requestInFlight(projectId, false);
       held?.responseClosed();
-    });
+    };
+    // A client that left while the admission was decided: its response's 'close' has already passed,
+    // so what the request holds is given back now, and no handler runs for it (below).
+    clientGone = reply.raw.destroyed;
+    if (clientGone) closed();
+    else reply.raw.once('close', closed);
   } else {
     const decision = await ctx.managementLimit.admit(projectId);
     reply.headers(managementLimitHeaders(decision, window));
@@ -47,6 +53,7 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     }
   }
   ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, requests: 1, part: 'request', model });
+  if (clientGone) reply.hijack();
 }
 
 /** The model a JSON body names, when it is one of ours (a client's unknown name is not a usage group). */

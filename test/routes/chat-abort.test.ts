@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
+import { ADMIN_TOKEN, buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { chat, chatConfig, chatEnv, RecordingUsageMeter, sseData } from '../support/chat-fixtures.js';
 
@@ -44,6 +44,44 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
   afterAll(async () => {
     await test.close();
     await upstream.close();
+  });
+
+  it('a client that leaves while its admission is decided gets its concurrency slot and token charge back, and no upstream call', async () => {
+    const own = await createProject(test.app, { name: 'leaves during admission' });
+    const patched = await test.app.inject({
+      method: 'PATCH',
+      url: `/admin/v1/projects/${own.projectId}`,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      payload: { max_concurrent_requests: 1, tokens_per_minute: 1000 },
+    });
+    expect(patched.statusCode).toBe(200);
+    const admission = test.ctx.admission;
+    const admit = admission.admit.bind(admission);
+    let admitted!: () => void;
+    const decided = new Promise<void>((resolve) => (admitted = resolve));
+    // The store's decision arrives after the client has gone (a slow store, as under load).
+    admission.admit = async (...args) => {
+      await sleep(200);
+      try {
+        return await admit(...args);
+      } finally {
+        admission.admit = admit;
+        setImmediate(admitted);
+      }
+    };
+    const before = upstream.requests.length;
+    const body = JSON.stringify({ model: 'trickle-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+    const socket = connect((test.app.server.address() as AddressInfo).port, '127.0.0.1', () => {
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: ${own.auth.authorization}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      setTimeout(() => socket.destroy(), 50);
+    });
+    await decided;
+    await sleep(50);
+    expect(upstream.requests.length).toBe(before);
+    // The slot is free and nothing stays reserved: the next request is admitted with the whole token rate left but its own 12.
+    const next = await test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: own.auth, payload: { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 } });
+    expect(next.statusCode).toBe(200);
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('988');
   });
 
   it('a client that aborts mid-stream closes the upstream request; the delivered tokens are counted exactly once', async () => {
