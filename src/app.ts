@@ -109,6 +109,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     admission: new Admission({
       store,
       config,
+      now,
       busyPoll,
       metrics: metrics.quota,
       onStoreError: storeFailed('rate limiter'),

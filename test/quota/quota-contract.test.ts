@@ -29,7 +29,7 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
   });
 
   /** `replicas` apps sharing one store state (one Redis prefix; for memory, one MemoryStore). */
-  async function gateway(overrides: Partial<RawGatewayConfig>, replicas = 1) {
+  async function gateway(overrides: Partial<RawGatewayConfig>, replicas = 1, clocks: Array<() => number> = []) {
     const config = defaultConfig({ usage: { flush_interval_ms: 60_000 }, ...overrides });
     const prefix = `q${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
     const stores: Store[] = [];
@@ -37,7 +37,7 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     for (let i = 0; i < replicas; i++) {
       const store = kind === 'memory' && stores[0] ? stores[0] : await createQuotaStore(kind, cluster, prefix);
       if (!stores.includes(store)) stores.push(store);
-      apps.push(await buildTestApp('memory', { store, config }));
+      apps.push(await buildTestApp('memory', { store, config, deps: clocks[i] ? { now: clocks[i] } : {} }));
     }
     open.push({ apps, stores });
     return { apps, app: apps[0]!, store: stores[0]! };
@@ -75,6 +75,21 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     // Usage counts the admitted requests, once each, and no refusal.
     await meterOf(app).flush();
     expect(await requestsIn(store, project.projectId, started - MINUTE_MS, Date.now() + MINUTE_MS)).toBe(8);
+  });
+
+  it('settles a budget charge in the period it was charged to, when replicas straddle a UTC day', async () => {
+    // Replica b's clock is a day ahead of a's: a's request is charged to b's (newer) day.
+    const { apps } = await gateway({}, 2, [Date.now, () => Date.now() + 86_400_000]);
+    const [a, b] = apps as [TestApp, TestApp];
+    const project = await createProject(a.app, { name: 'p', daily_tokens: 30 });
+    const chat = (t: TestApp) => hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
+    // Each reserves 22 (2 prompt estimate + 20) and uses 2 (the echo's one word in, one out).
+    expect((await chat(b)).statusCode).toBe(200);
+    await sleep(100);
+    expect((await chat(a)).statusCode).toBe(200);
+    await sleep(100);
+    // 2 + 2 used of 30: another 22 fit. Had a's settlement missed the day it was charged to, 24 would stand.
+    expect((await chat(b)).statusCode).toBe(200);
   });
 
   it('keeps management routes apart: a project at its model limit still reads usage and changes its policy', async () => {

@@ -118,6 +118,10 @@ export class MemoryQuotaStore implements QuotaStore {
         if (daily !== null) s.budget.dt += reservation.dayTokens = est;
         if (monthly !== null) s.budget.mt += reservation.monthTokens = est;
         if (monthlyCost !== null) s.budget.mc += reservation.monthCost = cost;
+        // The periods charged, which may be newer than the request's (another replica's clock):
+        // its settlement corrects those.
+        reservation.day = s.budget.day!;
+        reservation.month = s.budget.month!;
       }
     } else if (refused === 'requests') {
       const log = s.log.length === used ? s.log : undefined;

@@ -97,7 +97,7 @@ export const ADMIT_FIELDS = 5;
  * Each hash is read once and written once per call, whatever the number of requests it carries:
  * the counters live in locals in between (the script runs atomically, so no one sees them stale),
  * which keeps a busy project's Redis time per request to its lease's ZADD and ZREM.
- * Returns 22 values per admission (see RedisQuotaStore).
+ * Returns 24 values per admission (see RedisQuotaStore).
  */
 export const TURN_SCRIPT = `
 local A = cjson.decode(ARGV[1])
@@ -266,10 +266,13 @@ if admissionsFrom <= #A then
     if ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
     local burstReset = 0
     if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
+    -- the periods charged: the stored ones when they are newer than the request's (another replica's clock)
+    local chargedDay, chargedMonth = day, month
+    if refused == '' and g then chargedDay, chargedMonth = g.day or day, g.month or month end
     local decision = {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7] or '',
       math.max(0, rpm - used), resetMs, math.floor(btok + 1e-9), burstReset,
       math.max(0, (tpm or 0) - ts), tokensReset, inflight, math.max(0, math.ceil(retry)),
-      cur, rateTokens, dayTokens, monthTokens, costCharged, lease}
+      cur, rateTokens, dayTokens, monthTokens, costCharged, lease, chargedDay, chargedMonth}
     for i = 1, #decision do out[#out + 1] = decision[i] end
   end
   if burstSpent then

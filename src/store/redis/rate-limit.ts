@@ -13,7 +13,7 @@ type Scripted = RedisClient & {
 
 const optional = (value: string | number) => (value === '' ? null : Number(value));
 /** Values per admission in the turn script's reply. */
-const DECISION_FIELDS = 22;
+const DECISION_FIELDS = 24;
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
 const MAX_ADMISSIONS = 128;
@@ -172,8 +172,9 @@ function decisionOf(reply: (string | number)[], at: number, request: AdmissionRe
     dayTokens: charged(18),
     monthTokens: charged(19),
     monthCost: value(20) === 1 ? request.cost : null,
-    day: request.day,
-    month: request.month,
+    // The periods the script charged (see TURN_SCRIPT), which the settlement must name.
+    day: String(reply[at + 22]),
+    month: String(reply[at + 23]),
     lease: value(21) === 1,
   };
   return {
