@@ -23,7 +23,6 @@
  * in a checkout of another commit) and/or BENCH_B_NODE_ARGS (Node and V8 flags, e.g.
  * `--single-threaded-gc`, which NODE_OPTIONS does not take) start a second gateway, targets `nova_b` and `nova_b_store`, measured in the same
  * rounds as `nova` and `nova_store`: the machine's slow spells hit both, and `b_vs_nova_*` is their same-round ratio.
- * `nova_poll` is the gateway with `server.busy_poll_us` set (BENCH_BUSY_POLL_US, 200), off by default.
  * BENCH_NODE: the Node of the processes under test (default: the image's major, see nodeUnderTest).
  * The machine's cpuidle driver and guest halt-polling (`machine` in the JSON) are printed and recorded, and each measure's halts of
  * both cores per request (`core_halts_per_request` for the proxy's, `load_core_halts_per_request` for the load generator's):
@@ -145,13 +144,10 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} never answered`);
 }
 
-/** Microseconds of server.busy_poll_us for the `nova_poll` target. */
-const BUSY_POLL_US = Number(process.env.BENCH_BUSY_POLL_US ?? 200);
-
 async function startGateway(
   upstreamPort: number,
   redisUrl: string,
-  variant: { env?: Record<string, string>; build?: string; nodeArgs?: string[]; busyPollUs?: number } = {},
+  variant: { env?: Record<string, string>; build?: string; nodeArgs?: string[] } = {},
 ) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'nova-bench-'));
@@ -170,7 +166,6 @@ async function startGateway(
     pricing: ${pricing}
 server:
   max_connections_per_address: 0
-  busy_poll_us: ${variant.busyPollUs ?? 0}
 conversations:
   retention_seconds: 3600
   max_bytes_per_project: 1099511627776
@@ -318,9 +313,7 @@ async function main() {
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
   const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
-  // The same gateway with server.busy_poll_us set (off by default: see the README).
   const wanted = (key: string) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(key);
-  const gatewayPoll = wanted('nova_poll') ? await startGateway(upstreamPort, redis.url, { busyPollUs: BUSY_POLL_US }) : undefined;
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -360,17 +353,6 @@ async function main() {
               headers: { authorization: `Bearer ${gatewayB.secret}` },
               body: chatBody(stream, { store: true }),
             }),
-          },
-        ]
-      : []),
-    ...(gatewayPoll
-      ? [
-          {
-            key: 'nova_poll',
-            usesRedis: true,
-            name: `nova, every feature on, busy_poll_us: ${BUSY_POLL_US}`,
-            pid: gatewayPoll.child.pid,
-            chat: (stream: boolean) => ({ url: `${gatewayPoll.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gatewayPoll.secret}` }, body: chatBody(stream) }),
           },
         ]
       : []),
@@ -474,9 +456,6 @@ async function main() {
     json_vs_bare: roundRatio('nova', 'bare', 'json'),
     stream_vs_bare: roundRatio('nova', 'bare', 'stream'),
     added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
-    added_p50_one_connection_busy_poll_ms:
-      figures.nova_poll?.one_connection && upstreamP50 !== undefined ? Number((figures.nova_poll.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
-    busy_poll_vs_nova_json: roundRatio('nova_poll', 'nova', 'json'),
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB

@@ -1,4 +1,3 @@
-import type { BusyPoll } from './busy-poll.js';
 import type { Authenticator } from './auth/authenticator.js';
 import type { FailedAttempts } from './auth/failed-attempts.js';
 import type { GatewayConfig } from './config/gateway-config.js';
@@ -37,8 +36,6 @@ export interface AppContext {
   charges: RequestCharges;
   /** Models of the config with their upstream targets and connection pools. */
   models: ModelRegistry;
-  /** Polls instead of sleeping while a request waits on Redis or an upstream (server.busy_poll_us). */
-  busyPoll: BusyPoll;
 }
 
 declare module 'fastify' {

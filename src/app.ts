@@ -1,4 +1,3 @@
-import { BusyPoll } from './busy-poll.js';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -94,7 +93,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     now,
     onBackgroundError,
   });
-  const busyPoll = new BusyPoll(config.server.busy_poll_us, (seconds) => metrics.busyPollSeconds.inc(seconds));
   const ctx: AppContext = {
     config,
     store,
@@ -105,12 +103,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     lifecycle: { draining: false, inFlight: 0 },
     usage,
     metrics,
-    busyPoll,
     admission: new Admission({
       store,
       config,
       now,
-      busyPoll,
       metrics: metrics.quota,
       onStoreError: storeFailed('rate limiter'),
     }),

@@ -23,8 +23,6 @@ export interface GatewayConfig {
     max_connections_per_address: number;
     /** The deepest nesting of arrays and objects a JSON body may have. */
     json_max_depth: number;
-    /** Microseconds the event loop polls instead of sleeping while a request waits on Redis or an upstream; 0 = off. */
-    busy_poll_us: number;
   };
   auth: {
     cache_ttl_ms: number;
@@ -75,7 +73,6 @@ export function withDefaults(raw: RawGatewayConfig): GatewayConfig {
       keep_alive_timeout_ms: raw.server?.keep_alive_timeout_ms ?? 72_000,
       max_connections_per_address: raw.server?.max_connections_per_address ?? 1024,
       json_max_depth: raw.server?.json_max_depth ?? 64,
-      busy_poll_us: raw.server?.busy_poll_us ?? 0,
     },
     auth: {
       cache_ttl_ms: raw.auth?.cache_ttl_ms ?? 10_000,

@@ -110,7 +110,6 @@ export const GatewayConfigSchema = Type.Object(
           // 0: no cap (a gateway behind a load balancer sees few addresses).
           max_connections_per_address: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
           json_max_depth: Type.Optional(Type.Integer({ minimum: 2, maximum: 1000 })),
-          busy_poll_us: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
         },
         { additionalProperties: false },
       ),

@@ -16,7 +16,6 @@ export class Metrics {
   readonly modelTraffic: ModelTrafficMetrics;
   readonly store: StoreMetrics;
   readonly logLinesDropped: Counter;
-  readonly busyPollSeconds: Counter;
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
   constructor(options: { defaultMetrics?: boolean; projectLabel?: boolean } = {}) {
@@ -31,11 +30,6 @@ export class Metrics {
     this.logLinesDropped = new Counter({
       name: 'nova_log_lines_dropped_total',
       help: 'Log lines dropped because the log reader (stdout) fell more than 16 MiB behind or the pipe broke',
-      registers: [this.registry],
-    });
-    this.busyPollSeconds = new Counter({
-      name: 'nova_busy_poll_seconds_total',
-      help: 'Time the event loop polled instead of sleeping while requests waited (server.busy_poll_us)',
       registers: [this.registry],
     });
   }

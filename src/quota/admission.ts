@@ -1,4 +1,3 @@
-import { WaitPace, type BusyPoll } from '../busy-poll.js';
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
@@ -23,8 +22,6 @@ export interface AdmissionOptions {
   store: Store;
   config: GatewayConfig;
   metrics: QuotaMetrics;
-  /** Keeps the event loop polling while the store decides (none: sleeps as usual). */
-  busyPoll?: BusyPoll;
   now?: () => number;
   onStoreError?: (error: unknown) => void;
 }
@@ -52,8 +49,6 @@ export class Admission implements Settler {
   private sequence = 0;
   private skipStoreUntil = 0;
   private probing = false;
-  /** How fast the store has decided lately (busy-polling follows it). */
-  private readonly storePace = new WaitPace();
 
   constructor(private readonly options: AdmissionOptions) {
     const { rate_limits: limits, defaults } = options.config;
@@ -75,7 +70,6 @@ export class Admission implements Settler {
     if (this.storeUsable()) {
       const probe = this.skipStoreUntil !== 0;
       if (probe) this.probing = true;
-      const wait = this.options.busyPoll?.hold(this.storePace);
       try {
         const { day, month } = budgetPeriodsAt(this.now());
         const decision = await this.options.store.quota.admit(projectId, this.settings, {
@@ -99,7 +93,6 @@ export class Admission implements Settler {
         if (!(error instanceof StoreUnavailableError)) throw error;
         this.storeFailed(error, 'admission');
       } finally {
-        if (wait) this.options.busyPoll!.release(wait);
         if (probe) this.probing = false;
       }
     }

@@ -1,5 +1,4 @@
 import { Pool } from 'undici';
-import { WaitPace } from '../busy-poll.js';
 import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
 import { pricingFrom, type Pricing } from '../quota/cost.js';
 import { ByteToken } from './json-bytes.js';
@@ -22,8 +21,6 @@ export interface HttpTarget {
   authorization: string | undefined;
   timeoutMs: number;
   pricing: Pricing | null;
-  /** How fast this target's response headers have come lately (busy-polling follows it). */
-  headersPace: WaitPace;
 }
 
 export interface EchoTarget {
@@ -112,7 +109,6 @@ export class ModelRegistry {
       authorization: key ? `Bearer ${key}` : undefined,
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       pricing: pricingFrom(target.pricing),
-      headersPace: new WaitPace(),
     };
   }
 

@@ -1,6 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FormData } from 'undici';
-import type { BusyPoll } from '../busy-poll.js';
 import type { Readable } from 'node:stream';
 import type { ApiError } from '../http/errors.js';
 import type { CallSignal } from './call-signal.js';
@@ -24,8 +23,6 @@ export interface CallOptions {
   stream: boolean;
   /** Aborted with a ClientGone reason when the client disconnects. */
   signal: CallSignal;
-  /** Keeps the event loop polling until the response headers arrive (none: sleeps as usual). */
-  busyPoll?: BusyPoll;
   /** A reply that is not a stream is read whole, up to this many bytes (`UpstreamResponse.whole`). */
   wholeLimit?: number;
 }
@@ -112,14 +109,9 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
   };
-  const wait = options.busyPoll?.hold(target.headersPace);
-  try {
-    if (options.wholeLimit !== undefined && !options.stream) return await sendWhole(target.pool, dispatch, options.signal, options.wholeLimit);
-    const response = await target.pool.request({ ...dispatch, signal: options.signal });
-    return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
-  } finally {
-    if (wait) options.busyPoll!.release(wait);
-  }
+  if (options.wholeLimit !== undefined && !options.stream) return sendWhole(target.pool, dispatch, options.signal, options.wholeLimit);
+  const response = await target.pool.request({ ...dispatch, signal: options.signal });
+  return { status: response.statusCode, headers: response.headers as IncomingHttpHeaders, body: response.body };
 }
 
 /** One model request to one target (the echo provider answers chat in process). */

@@ -69,7 +69,7 @@ describe('npm run bench (smoke)', () => {
     expect(report.machine.guest_halt_poll_ns).toBe(haltPoll);
     const haltsShown = !stdout.includes('running unpinned') && existsSync('/sys/devices/system/cpu/cpu1/cpuidle/state0/usage');
     expect(stdout).toContain(`guest_halt_poll_ns: ${haltPoll ?? 'none'}`);
-    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_poll', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
+    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
     for (const [key, figure] of Object.entries(report.targets)) {
       const measures = key === 'nova_get' ? [figure.json] : [figure.json, figure.stream, figure.one_connection];

@@ -56,7 +56,6 @@ export class ModelCall {
       requestId: this.request.id,
       stream: this.stream,
       signal: this.signal,
-      busyPoll: this.ctx.busyPoll,
       wholeLimit: this.ctx.config.upstream.max_json_reply_bytes,
     };
     return requestWithFallback(
