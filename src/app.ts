@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
-import type { AppContext } from './app-context.js';
+import type { AppContext } from './routes/app-context.js';
 import { Authenticator, type AuthEvents } from './auth/authenticator.js';
 import { FailedAttempts } from './auth/failed-attempts.js';
 import { KeyCache } from './auth/key-cache.js';
@@ -26,7 +26,7 @@ import { ManagementLimit } from './quota/management-limit.js';
 import { RequestCharges } from './quota/request-charge.js';
 import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
-import { ModelRegistry } from './upstream/model-registry.js';
+import { ModelRegistry } from './model-call/model-registry.js';
 
 export interface AppDeps {
   config: GatewayConfig;

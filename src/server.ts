@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { buildApp } from './app.js';
 import { readProcessSettings } from './config/env.js';
 import { ConfigError, loadConfigFile } from './config/load-config.js';
-import { createLogger, flushLogger, logDestination } from './logger.js';
+import { createLogger, flushLogger, logDestination } from './core/logger.js';
 import { Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';

@@ -1,4 +1,4 @@
-import { RecentMap } from '../recent-map.js';
+import { RecentMap } from '../core/recent-map.js';
 import type { KeyPrincipal } from '../store/types.js';
 
 interface Entry {

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { encodeBase62, randomBase62 } from '../ids.js';
+import { encodeBase62, randomBase62 } from '../core/ids.js';
 
 export const SECRET_PREFIX = 'nova_sk_';
 // 32 base62 chars carry 32 * log2(62) = 190.5 bits of randomness.

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { REDACTED_PATHS } from '../logger.js';
+import { REDACTED_PATHS } from '../core/logger.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

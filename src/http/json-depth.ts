@@ -1,4 +1,4 @@
-import { CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from '../json-codes.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from '../core/json-codes.js';
 
 /**
  * Whether JSON text nests arrays and objects deeper than `maxDepth`, decided in one pass

@@ -1,7 +1,7 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../core/ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
-import { RecentMap } from '../recent-map.js';
+import { RecentMap } from '../core/recent-map.js';
 import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
 import { POLICY_FIELDS } from '../store/policy.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';

@@ -1,5 +1,5 @@
-import { randomBase62 } from '../ids.js';
-import { RecentMap } from '../recent-map.js';
+import { randomBase62 } from '../core/ids.js';
+import { RecentMap } from '../core/recent-map.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
 import { costParts, emptyCounts, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';

@@ -1,6 +1,6 @@
 import type { Reservation } from '../store/quota-types.js';
 import type { Charge } from './request-charge.js';
-import { costOf } from './cost.js';
+import { costOf } from '../core/pricing.js';
 import { USAGE_CAPS, withinCap } from './usage-validation.js';
 
 /** How long a response that ended may wait for its route to report usage before the reservation is settled as charged. */

@@ -1,6 +1,6 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
-import { estimatePromptTokens, OPERATIONS, type Operation } from '../upstream/operations.js';
-import { costOf, pricingFrom, type Pricing } from './cost.js';
+import { estimatePromptTokens, OPERATIONS, type Operation } from '../core/operations.js';
+import { costOf, pricingFrom, type Pricing } from '../core/pricing.js';
 
 /** What a model request is charged at admission, before it has used anything. */
 export interface Charge {

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../app-context.js';
+import type { AppContext } from './app-context.js';
 import { concurrencyLimitExceeded, insufficientQuota, rateLimitExceeded, storeUnavailable, type ApiError } from '../http/errors.js';
 import type { Admitted } from '../quota/admission.js';
 import { budgetPeriodsAt } from '../quota/budget-periods.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { AppContext } from '../app-context.js';
+import type { AppContext } from './app-context.js';
 
 /** Probes: liveness is the process alone; readiness also needs the store and no drain. */
 export const healthRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {

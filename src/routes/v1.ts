@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { AppContext } from '../app-context.js';
+import type { AppContext } from './app-context.js';
 import { apiKeyRoutes } from './management/api-keys.js';
 import { admitRequest } from './admission-hook.js';
 import { projectRoutes } from './management/projects.js';

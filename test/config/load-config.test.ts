@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { readProcessSettings } from '../../src/config/env.js';
 import { ConfigError, loadConfigFile, parseConfigText } from '../../src/config/load-config.js';
-import { ModelRegistry } from '../../src/upstream/model-registry.js';
+import { ModelRegistry } from '../../src/model-call/model-registry.js';
 
 const valid = `
 models:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config/load-config.js';
-import { ModelRegistry, upstreamPath } from '../../src/upstream/model-registry.js';
+import { ModelRegistry, upstreamPath } from '../../src/model-call/model-registry.js';
 
 const yaml = (fallbacks: string) => `
 models:

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;

@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { FakeOpenAiUpstream, PLAIN_ANSWER, WEATHER_ANSWER } from '../support/fake-openai-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import type { TestProject } from '../support/test-app.js';

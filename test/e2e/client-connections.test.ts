@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { generateSecret } from '../../src/auth/key-format.js';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { RawConnection, responsesIn } from '../support/raw-http.js';
 import type { TestProject } from '../support/test-app.js';

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { FakeUpstream } from '../support/fake-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { RedisCluster } from '../support/redis-cluster.js';

@@ -2,7 +2,7 @@ import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import type { TestProject } from '../support/test-app.js';
 

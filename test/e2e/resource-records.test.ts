@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { FakeResourceUpstream } from '../support/fake-resource-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { silentWav } from '../support/wav.js';

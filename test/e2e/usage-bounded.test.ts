@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
 import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';

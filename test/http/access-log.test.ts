@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { addLogFields, installAccessLog } from '../../src/http/access-log.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/core/logger.js';
 import { buildTestApp, createProject, type TestApp } from '../support/test-app.js';
 
 /** A destination that keeps every line written to it. */

@@ -3,7 +3,7 @@ import { constants, closeSync, mkdtempSync, openSync, readFileSync, readSync, rm
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger, flushLogger, logDestination } from '../../src/logger.js';
+import { createLogger, flushLogger, logDestination } from '../../src/core/logger.js';
 
 /** A named pipe as a log's stdout: its reader opened first (non-blocking), then its writer. */
 function logPipe(): { dir: string; reader: number; writer: number } {

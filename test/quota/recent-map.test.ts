@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RecentMap } from '../../src/recent-map.js';
+import { RecentMap } from '../../src/core/recent-map.js';
 
 describe('RecentMap', () => {
   it('keeps exactly the keys set within its last `capacity` sets, with their latest values', () => {

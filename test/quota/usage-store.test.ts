@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { BufferedUsageMeter } from '../../src/quota/buffered-usage-meter.js';
-import { costOf } from '../../src/quota/cost.js';
+import { costOf } from '../../src/core/pricing.js';
 import { readUsage } from '../../src/routes/management/usage-query.js';
 import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, createTestStore, errorOf, STORE_KINDS, type TestApp } from '../support/test-app.js';
 
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { randomBase62 } from '../../src/ids.js';
+import { randomBase62 } from '../../src/core/ids.js';
 import { RecordingUsageMeter } from '../support/recording-usage.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, createTestStore, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { mintId } from '../../src/ids.js';
+import { mintId } from '../../src/core/ids.js';
 import { storedBytes, type ConversationAppend, type MessageRecord } from '../../src/store/conversation-types.js';
 import type { Store } from '../../src/store/types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS } from '../support/quota-stores.js';

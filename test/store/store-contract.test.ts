@@ -1,7 +1,7 @@
 import { fullPolicy } from '../../src/store/policy.js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateSecret, hashSecret, redactSecret } from '../../src/auth/key-format.js';
-import { mintId } from '../../src/ids.js';
+import { mintId } from '../../src/core/ids.js';
 import type { ApiKeyRecord, AuditEvent, NewKey, ProjectRecord, Store } from '../../src/store/types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS } from '../support/quota-stores.js';
 import { RedisCluster } from '../support/redis-cluster.js';

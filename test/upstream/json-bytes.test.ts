@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ByteToken, findKey, firstStringValue, holds, latin1, lastObjectValue, removeNullMembers, replaceStringValue } from '../../src/upstream/json-bytes.js';
+import { ByteToken, findKey, firstStringValue, holds, latin1, lastObjectValue, removeNullMembers, replaceStringValue } from '../../src/core/json-bytes.js';
 
 const MODEL = ByteToken.quoted('model');
 const USAGE = ByteToken.quoted('usage');

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/http/errors.js';
-import { readBounded } from '../../src/upstream/upstream-call.js';
+import { readBounded } from '../../src/model-call/upstream-call.js';
 
 describe('readBounded', () => {
   it('returns every chunk of a reply, in order', async () => {

@@ -1,8 +1,8 @@
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { OPERATIONS, type OperationName } from '../../src/upstream/operations.js';
-import { ByteToken } from '../../src/upstream/json-bytes.js';
-import { parseEventData, SseRelay } from '../../src/upstream/sse-relay.js';
+import { OPERATIONS, type OperationName } from '../../src/core/operations.js';
+import { ByteToken } from '../../src/core/json-bytes.js';
+import { parseEventData, SseRelay } from '../../src/model-call/sse-relay.js';
 
 const chunk = (content: string, extra = '', model = 'm') =>
   `data: {"id":"c1","model":"${model}","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseEventData } from '../../src/upstream/sse-relay.js';
-import { StreamedReply } from '../../src/upstream/streamed-reply.js';
+import { parseEventData } from '../../src/model-call/sse-relay.js';
+import { StreamedReply } from '../../src/model-call/chat-transcript.js';
 
 /** The reference: every event parsed whole, the first choice's delta read from the parsed object. */
 function referenceMessage(events: Buffer[]): unknown {

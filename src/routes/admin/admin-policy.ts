@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import type { GatewayConfig } from '../../config/gateway-config.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { resourceNotFound } from '../../http/errors.js';

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { decodeCursor, encodeCursor } from '../../http/cursor.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { resourceNotFound } from '../../http/errors.js';
-import { isGatewayId } from '../../ids.js';
+import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, Nullable, PageLimit } from '../../http/schemas.js';
 import { ProjectFields, ProjectParams, projectView } from './admin-policy.js';
 import { auditEvent } from '../audit-event.js';

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { resourceNotFound } from '../../http/errors.js';
-import { mintId } from '../../ids.js';
+import { mintId } from '../../core/ids.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { ManagedRecord } from '../../store/record-types.js';
 import { AssetView } from '../management/assets.js';

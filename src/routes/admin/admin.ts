@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { isAdminToken } from '../../auth/admin-token.js';
 import { bearerToken } from '../../auth/authenticator.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidAdminToken, resourceNotFound } from '../../http/errors.js';
-import { mintId } from '../../ids.js';
+import { mintId } from '../../core/ids.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { ProjectRecord } from '../../store/types.js';
 import { ApiKeyFields, apiKeyView, mintApiKey } from '../management/api-key-view.js';

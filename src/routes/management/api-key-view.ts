@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { redactSecret } from '../../auth/key-format.js';
 import { Nullable, IsoTime } from '../../http/schemas.js';
-import { mintId } from '../../ids.js';
+import { mintId } from '../../core/ids.js';
 import type { ApiKeyRecord } from '../../store/types.js';
 import { generateSecret, hashSecret } from '../../auth/key-format.js';
 

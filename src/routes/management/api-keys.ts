@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { hashSecret, generateSecret, redactSecret } from '../../auth/key-format.js';
 import { decodeCursor, encodeCursor } from '../../http/cursor.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, projectMismatch, resourceNotFound } from '../../http/errors.js';
-import { isGatewayId } from '../../ids.js';
+import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, IsoTime, Nullable, PageLimit, ProjectIdParam } from '../../http/schemas.js';
 import { ApiKeyFields, ApiKeyItem, apiKeyView, mintApiKey } from './api-key-view.js';
 import { auditEvent } from '../audit-event.js';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelopeSchema } from '../../http/envelope.js';
 import { errorResponses, Nullable } from '../../http/schemas.js';
 import { Metadata, MetadataPatch, RecordTimes, Tags } from './record-schemas.js';

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, resourceNotFound } from '../../http/errors.js';
-import { isGatewayId } from '../../ids.js';
+import { isGatewayId } from '../../core/ids.js';
 import { errorResponses, IsoTime, Nullable, PageLimit } from '../../http/schemas.js';
 import { principalOf } from '../principal-of-request.js';
 

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { modelNotFound, projectMismatch } from '../../http/errors.js';
 import { errorResponses, Nullable, ProjectIdParam } from '../../http/schemas.js';
-import type { RegisteredModel } from '../../upstream/model-registry.js';
+import type { RegisteredModel } from '../../model-call/model-registry.js';
 import { principalOf } from '../principal-of-request.js';
 
 const ModelFields = {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { projectMismatch, resourceNotFound } from '../../http/errors.js';
 import { errorResponses, IsoTime, Nullable, ProjectIdParam } from '../../http/schemas.js';

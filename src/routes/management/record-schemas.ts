@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { IsoTime, Nullable } from '../../http/schemas.js';
-import { UPSTREAM_ID_PATTERN } from '../../ids.js';
+import { UPSTREAM_ID_PATTERN } from '../../core/ids.js';
 
 /** The OpenAI metadata convention: at most 16 keys of up to 64 characters, string values up to 512. */
 export const METADATA_MAX_KEYS = 16;

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelope } from '../../http/envelope.js';
 import { invalidParameter, resourceNotFound } from '../../http/errors.js';
 import type { UsageRecord } from '../../quota/usage-meter.js';

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { AppContext } from '../../app-context.js';
-import { mintId } from '../../ids.js';
+import type { AppContext } from '../app-context.js';
+import { mintId } from '../../core/ids.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
-import { audioDurationSeconds } from '../../upstream/audio-duration.js';
+import { audioDurationSeconds } from '../../model-call/audio-duration.js';
 import { principalOf } from '../principal-of-request.js';
 import { newRecord, registerRecord } from '../management/record-updates.js';
-import { callResource, modelFor, readReplyBytes } from './resource-call.js';
+import { callResource, modelFor, readReplyBytes } from '../../model-call/resource-call.js';
 
 const SPEECH_LIMIT_BYTES = 64 * 1024 * 1024;
 

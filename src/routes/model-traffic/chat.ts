@@ -1,15 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
-import { OPERATIONS, estimatePromptTokens } from '../../upstream/operations.js';
-import { upstreamBody } from '../../upstream/upstream-body.js';
-import { planConversation, storeExchange } from './chat-conversation.js';
-import { StreamedReply } from '../../upstream/streamed-reply.js';
-import { completeJson } from './chat-json.js';
-import { ChatBodySchema, ChatCompletion, type ChatBody } from './chat-schema.js';
-import { ModelCall } from './model-call.js';
-import { relayStream } from './model-stream.js';
-import { modelFor } from './resource-call.js';
+import { OPERATIONS, estimatePromptTokens } from '../../core/operations.js';
+import { upstreamBody } from '../../model-call/upstream-body.js';
+import { planConversation, storeExchange } from '../../model-call/chat-conversation.js';
+import { StreamedReply } from '../../model-call/chat-transcript.js';
+import { completeJson } from '../../model-call/chat-json-reply.js';
+import { ChatBodySchema, ChatCompletion, type ChatBody } from '../../model-call/chat-schema.js';
+import { ModelCall } from '../../model-call/model-call.js';
+import { relayStream } from '../../model-call/stream-relay.js';
+import { modelFor } from '../../model-call/resource-call.js';
 import { principalOf } from '../principal-of-request.js';
 
 /** Fields of a chat request the gateway consumes and does not send upstream. */

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
-import { OPERATIONS } from '../../upstream/operations.js';
-import { proxyModelRequest } from './model-proxy.js';
+import { OPERATIONS } from '../../core/operations.js';
+import { proxyModelRequest } from '../../model-call/pass-through.js';
 import { modelRequestSchema, OpenAiObject } from './model-request-schema.js';
 
 /** The legacy text completions and embeddings routes: OpenAI's shapes, passed through. */

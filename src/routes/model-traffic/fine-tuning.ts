@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelopeSchema } from '../../http/envelope.js';
 import { upstreamError } from '../../http/errors.js';
-import { UPSTREAM_ID_PATTERN } from '../../ids.js';
+import { UPSTREAM_ID_PATTERN } from '../../core/ids.js';
 import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
 import { principalOf } from '../principal-of-request.js';
-import { callResource, modelFor, readReplyJson, withoutEnvelopeFields } from './resource-call.js';
+import { callResource, modelFor, readReplyJson, withoutEnvelopeFields } from '../../model-call/resource-call.js';
 import { Metadata, MetadataPatch, RecordTimes } from '../management/record-schemas.js';
 import { newRecord, recordView, registerRecord, updateOwnRecord } from '../management/record-updates.js';
 

@@ -1,13 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
-import type { AppContext } from '../../app-context.js';
+import type { AppContext } from '../app-context.js';
 import { envelopeSchema } from '../../http/envelope.js';
 import { upstreamError } from '../../http/errors.js';
-import { mintId } from '../../ids.js';
+import { mintId } from '../../core/ids.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
 import { principalOf } from '../principal-of-request.js';
 import { newRecord, registerRecord } from '../management/record-updates.js';
-import { callResource, modelFor, readReplyJson, resourceUsage } from './resource-call.js';
+import { callResource, modelFor, readReplyJson, resourceUsage } from '../../model-call/resource-call.js';
 
 /** What the gateway checks; size, quality, response_format, … pass through. */
 const GenerateBody = Type.Object(

@@ -1,12 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../app-context.js';
-import type { ModelEndpointName } from '../../config/schema.js';
-import { modelNotFound, upstreamError } from '../../http/errors.js';
-import { costOf } from '../../quota/cost.js';
-import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
-import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from '../../upstream/upstream-call.js';
-import { CallSignal } from '../../upstream/call-signal.js';
-import { ClientGone } from '../../upstream/upstream-errors.js';
+import type { AppContext } from '../routes/app-context.js';
+import type { ModelEndpointName } from '../config/schema.js';
+import { modelNotFound, upstreamError } from '../http/errors.js';
+import { costOf } from '../core/pricing.js';
+import type { RegisteredModel, Target } from './model-registry.js';
+import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from './upstream-call.js';
+import { CallSignal } from './call-signal.js';
+import { ClientGone } from './upstream-errors.js';
 
 const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
 

@@ -1,13 +1,13 @@
-import { envelope } from '../../http/envelope.js';
-import { upstreamError } from '../../http/errors.js';
-import { randomBase62, UPSTREAM_ID_PATTERN } from '../../ids.js';
-import { estimateTokens, tokensOf } from '../../upstream/operations.js';
-import type { ChatMessage } from '../../upstream/upstream-body.js';
-import type { Attempt, UpstreamResponse } from '../../upstream/upstream-call.js';
+import { envelope } from '../http/envelope.js';
+import { upstreamError } from '../http/errors.js';
+import { randomBase62, UPSTREAM_ID_PATTERN } from '../core/ids.js';
+import { estimateTokens, tokensOf } from '../core/operations.js';
+import type { ChatMessage } from './upstream-body.js';
+import type { Attempt, UpstreamResponse } from './upstream-call.js';
 import { storeExchange, type ConversationPlan } from './chat-conversation.js';
 import type { ChatBody } from './chat-schema.js';
 import type { ModelCall } from './model-call.js';
-import { readReply } from './model-json.js';
+import { readReply } from './json-relay.js';
 
 const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
 

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
-import { envelopeSchema } from '../../http/envelope.js';
-import { Nullable } from '../../http/schemas.js';
-import type { ChatMessage } from '../../upstream/upstream-body.js';
+import { envelopeSchema } from '../http/envelope.js';
+import { Nullable } from '../http/schemas.js';
+import type { ChatMessage } from './upstream-body.js';
 
 /**
  * What the gateway reads of a chat request, and nothing more: every role, content shape, tool call

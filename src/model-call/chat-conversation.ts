@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { AppContext } from '../../app-context.js';
-import { invalidParameter, resourceNotFound, storageQuotaExceeded } from '../../http/errors.js';
-import { StoreUnavailableError } from '../../store/types.js';
-import { isGatewayId, mintId } from '../../ids.js';
-import { storedBytes, type MessageRecord } from '../../store/conversation-types.js';
-import type { ChatMessage } from '../../upstream/upstream-body.js';
+import type { AppContext } from '../routes/app-context.js';
+import { invalidParameter, resourceNotFound, storageQuotaExceeded } from '../http/errors.js';
+import { StoreUnavailableError } from '../store/types.js';
+import { isGatewayId, mintId } from '../core/ids.js';
+import { storedBytes, type MessageRecord } from '../store/conversation-types.js';
+import type { ChatMessage } from './upstream-body.js';
 import type { ChatBody } from './chat-schema.js';
 
 /** What a chat completion does with conversations: which one it continues or starts, and its history. */

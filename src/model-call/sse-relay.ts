@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
-import { QUOTE } from '../json-codes.js';
-import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from './json-bytes.js';
-import { tokensOf, type Operation, type TokenUsage } from './operations.js';
+import { QUOTE } from '../core/json-codes.js';
+import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from '../core/json-bytes.js';
+import { tokensOf, type Operation, type TokenUsage } from '../core/operations.js';
 
 const BLANK_LF = Buffer.from('\n\n');
 const BLANK_CRLF = Buffer.from('\r\n\r\n');

@@ -6,7 +6,7 @@ import type { CallSignal } from './call-signal.js';
 import { echoResponse } from './echo-provider.js';
 import { upstreamError } from '../http/errors.js';
 import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
-import type { Operation } from './operations.js';
+import type { Operation } from '../core/operations.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 import { sendWhole } from './whole-reply.js';
 

@@ -1,8 +1,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import { upstreamError, type ApiError } from '../../http/errors.js';
-import { SseRelay } from '../../upstream/sse-relay.js';
-import type { Attempt, UpstreamResponse } from '../../upstream/upstream-call.js';
-import { mapUpstreamFailure } from '../../upstream/upstream-errors.js';
+import { upstreamError, type ApiError } from '../http/errors.js';
+import { SseRelay } from './sse-relay.js';
+import type { Attempt, UpstreamResponse } from './upstream-call.js';
+import { mapUpstreamFailure } from './upstream-errors.js';
 import type { ModelCall } from './model-call.js';
 
 /** The last event of a stream the upstream broke off: the OpenAI SDKs raise it as an APIError. */

@@ -1,13 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../app-context.js';
-import type { Target } from '../../upstream/model-registry.js';
-import { estimatePromptTokens, type Operation } from '../../upstream/operations.js';
-import { upstreamBody } from '../../upstream/upstream-body.js';
-import type { Attempt } from '../../upstream/upstream-call.js';
+import type { AppContext } from '../routes/app-context.js';
+import type { Target } from './model-registry.js';
+import { estimatePromptTokens, type Operation } from '../core/operations.js';
+import { upstreamBody } from './upstream-body.js';
+import type { Attempt } from './upstream-call.js';
 import { ModelCall } from './model-call.js';
-import { relayJson } from './model-json.js';
-import { relayStream } from './model-stream.js';
-import { principalOf } from '../principal-of-request.js';
+import { relayJson } from './json-relay.js';
+import { relayStream } from './stream-relay.js';
+import { principalOf } from '../routes/principal-of-request.js';
 import { modelFor } from './resource-call.js';
 
 /** What the gateway reads of an OpenAI model request (completions, embeddings, responses); the rest rides along. */

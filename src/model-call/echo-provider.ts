@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { randomBase62 } from '../ids.js';
+import { randomBase62 } from '../core/ids.js';
 import { textOf, type ChatMessage } from './upstream-body.js';
 import type { UpstreamResponse } from './upstream-call.js';
 

@@ -1,14 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { addLogFields } from '../../http/access-log.js';
-import { ApiError } from '../../http/errors.js';
-import type { AppContext } from '../../app-context.js';
-import { costOf } from '../../quota/cost.js';
-import { USAGE_CAPS, withinCap } from '../../quota/usage-validation.js';
-import type { RegisteredModel, Target } from '../../upstream/model-registry.js';
-import type { Operation } from '../../upstream/operations.js';
-import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from '../../upstream/upstream-call.js';
-import { CallSignal } from '../../upstream/call-signal.js';
-import { ClientGone } from '../../upstream/upstream-errors.js';
+import { addLogFields } from '../http/access-log.js';
+import { ApiError } from '../http/errors.js';
+import type { AppContext } from '../routes/app-context.js';
+import { costOf } from '../core/pricing.js';
+import { USAGE_CAPS, withinCap } from '../quota/usage-validation.js';
+import type { RegisteredModel, Target } from './model-registry.js';
+import type { Operation } from '../core/operations.js';
+import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from './upstream-call.js';
+import { CallSignal } from './call-signal.js';
+import { ClientGone } from './upstream-errors.js';
 
 export interface CallOutcome {
   outcome: string;

@@ -1,7 +1,7 @@
-import { ByteToken, latin1, lastObjectValue, replaceStringValue } from '../../upstream/json-bytes.js';
-import { tokensOf } from '../../upstream/operations.js';
-import { readBounded, type Attempt, type UpstreamResponse } from '../../upstream/upstream-call.js';
-import { mapUpstreamFailure } from '../../upstream/upstream-errors.js';
+import { ByteToken, latin1, lastObjectValue, replaceStringValue } from '../core/json-bytes.js';
+import { tokensOf } from '../core/operations.js';
+import { readBounded, type Attempt, type UpstreamResponse } from './upstream-call.js';
+import { mapUpstreamFailure } from './upstream-errors.js';
 import type { ModelCall } from './model-call.js';
 
 const USAGE_KEY = ByteToken.quoted('usage');

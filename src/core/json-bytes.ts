@@ -12,7 +12,7 @@
  * ASCII, so positions found in the latin1 text are those of the bytes.
  */
 
-import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from '../json-codes.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE, stringEnd } from './json-codes.js';
 
 /** Something to look for (a quoted key, a marker, a JSON string literal): its bytes and its latin1 text. */
 export class ByteToken {

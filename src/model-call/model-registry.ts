@@ -1,7 +1,7 @@
 import { Pool } from 'undici';
 import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
-import { pricingFrom, type Pricing } from '../quota/cost.js';
-import { ByteToken } from './json-bytes.js';
+import { pricingFrom, type Pricing } from '../core/pricing.js';
+import { ByteToken } from '../core/json-bytes.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_MS = 30_000;

@@ -1,14 +1,14 @@
-import type { Authenticator } from './auth/authenticator.js';
-import type { FailedAttempts } from './auth/failed-attempts.js';
-import type { GatewayConfig } from './config/gateway-config.js';
-import type { Metrics } from './metrics/metrics.js';
-import type { Admission } from './quota/admission.js';
-import type { ManagementLimit } from './quota/management-limit.js';
-import type { QuotaReservation } from './quota/quota-reservation.js';
-import type { RequestCharges } from './quota/request-charge.js';
-import type { UsageMeter } from './quota/usage-meter.js';
-import type { KeyPrincipal, Store } from './store/types.js';
-import type { ModelRegistry } from './upstream/model-registry.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { FailedAttempts } from '../auth/failed-attempts.js';
+import type { GatewayConfig } from '../config/gateway-config.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Admission } from '../quota/admission.js';
+import type { ManagementLimit } from '../quota/management-limit.js';
+import type { QuotaReservation } from '../quota/quota-reservation.js';
+import type { RequestCharges } from '../quota/request-charge.js';
+import type { UsageMeter } from '../quota/usage-meter.js';
+import type { KeyPrincipal, Store } from '../store/types.js';
+import type { ModelRegistry } from '../model-call/model-registry.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
