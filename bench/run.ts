@@ -37,7 +37,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { holdStreams } from './held-streams.js';
 import { nginxInstalled, startNginx } from './nginx.js';
 import { wrk, type WrkRequest, type WrkResult } from './wrk.js';
-import { freePort, RedisProcess } from '../test/support/redis-server.js';
+import { freePort } from '../scripts/free-port.js';
+import { RedisProcess } from '../scripts/redis-process.js';
 import { npmStartFlags } from '../scripts/node-flags.js';
 
 const ROOT = new URL('../', import.meta.url).pathname;
