@@ -5,7 +5,7 @@ import { principalOf } from '../principal.js';
 import { MemoryQuotaStore } from './memory-quota.js';
 import { MemoryUsageStore } from './memory-usage.js';
 import { MemoryConversationStore } from './conversations.js';
-import { MemoryRecordStore } from './records.js';
+import { MemoryRecordStore } from './memory-record-store.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,

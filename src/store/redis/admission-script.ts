@@ -72,7 +72,7 @@ local function drain(prefix, total, target)
 end
 `;
 
-/** Values per settlement and per admission in the turn script's arguments. */
+/** Values per settlement and per admission in the quota batch script's arguments. */
 export const SETTLE_FIELDS = 11;
 export const ADMIT_FIELDS = 5;
 
@@ -99,7 +99,7 @@ export const ADMIT_FIELDS = 5;
  * which keeps a busy project's Redis time per request to its lease's ZADD and ZREM.
  * Returns 24 values per admission (see RedisQuotaStore).
  */
-export const TURN_SCRIPT = `
+export const QUOTA_BATCH_SCRIPT = `
 local A = cjson.decode(ARGV[1])
 local SUB = KEYS[4]
 ${EXPIRE_SUB_WINDOWS}
@@ -300,7 +300,7 @@ return out
 `;
 
 /** KEYS: leases. ARGV: lease TTL ms, lease ids… Extends the leases that still exist. */
-export const RENEW_SCRIPT = `
+export const RENEW_LEASES_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])

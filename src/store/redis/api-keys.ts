@@ -3,7 +3,7 @@ import { principalOf } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './records.js';
+import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './hash-codecs.js';
 
 // An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
 const EXPIRED_KEY_MEMORY_MS = 30 * 24 * 3600 * 1000;

@@ -24,7 +24,7 @@ interface Endpoint {
  * commandTimeoutMs, so callers can fall back instead of hanging a request.
  * No auto-pipelining: it keeps one pipeline in flight per connection and holds the next commands,
  * unsent and with no timeout running, until that one is answered, so with Redis hung a request could
- * wait several timeouts. The quota's turn script already sends one call per project and turn.
+ * wait several timeouts. The quota batch script already sends one call per project and turn.
  */
 function baseOptions(commandTimeoutMs: number): RedisOptions {
   return {

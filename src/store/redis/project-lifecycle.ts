@@ -4,7 +4,7 @@ import { AUDIT_MAX_LENGTH, type RedisApiKeyStore } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { auditToFields, projectFromHash } from './records.js';
+import { auditToFields, projectFromHash } from './hash-codecs.js';
 
 const SCAN_BATCH = 1000;
 

@@ -3,7 +3,7 @@ import { AUDIT_MAX_LENGTH } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { auditToFields, pairsToObject, policyPatchToHash, projectFromHash } from './records.js';
+import { auditToFields, pairsToObject, policyPatchToHash, projectFromHash } from './hash-codecs.js';
 
 /**
  * Changes fields of an existing project and appends the audit entry, atomically; a

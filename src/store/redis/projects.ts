@@ -6,7 +6,7 @@ import type { RedisApiKeyStore } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { projectFromHash, projectToHash } from './records.js';
+import { projectFromHash, projectToHash } from './hash-codecs.js';
 
 export class RedisProjectStore implements ProjectStore {
   private readonly settings: RedisProjectSettings;

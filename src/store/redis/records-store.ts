@@ -11,7 +11,7 @@ import {
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
-import { pairsToObject } from './records.js';
+import { pairsToObject } from './hash-codecs.js';
 
 /**
  * KEYS: record hash, metadata hash. ARGV: updated_at, max metadata keys, field count,

@@ -9,9 +9,9 @@ import { guard } from './guard.js';
 import { KeyNames } from './key-names.js';
 import { RedisProjectStore } from './projects.js';
 import { RedisRecordStore } from './records-store.js';
-import { RedisQuotaStore } from './rate-limit.js';
+import { RedisQuotaStore } from './redis-quota-store.js';
 import { RedisUsageStore } from './usage.js';
-import { auditFromFields } from './records.js';
+import { auditFromFields } from './hash-codecs.js';
 
 export class RedisStore implements Store {
   readonly kind = 'redis' as const;

@@ -1,18 +1,18 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
-import { RENEW_SCRIPT, SETTLE_FIELDS, TURN_SCRIPT } from './admission-script.js';
+import { RENEW_LEASES_SCRIPT, SETTLE_FIELDS, QUOTA_BATCH_SCRIPT } from './admission-script.js';
 import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
 
 type Scripted = RedisClient & {
-  novaTurn(...args: (string | number)[]): Promise<(string | number)[]>;
-  novaRenew(...args: (string | number)[]): Promise<number>;
+  novaQuotaBatch(...args: (string | number)[]): Promise<(string | number)[]>;
+  novaRenewLeases(...args: (string | number)[]): Promise<number>;
 };
 
 const optional = (value: string | number) => (value === '' ? null : Number(value));
-/** Values per admission in the turn script's reply. */
+/** Values per admission in the quota batch script's reply. */
 const DECISION_FIELDS = 24;
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
@@ -24,8 +24,8 @@ interface Waiting {
   reject: (error: unknown) => void;
 }
 
-/** One project's admission work gathered during one event-loop turn. */
-class Turn {
+/** One project's admissions and settlements gathered during one event-loop turn: one script call. */
+class QuotaBatch {
   readonly settlements: (string | number)[] = [];
   readonly admissions: Waiting[] = [];
   private settledWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
@@ -37,7 +37,7 @@ class Turn {
     return this.settlements.length >= MAX_SETTLEMENTS * SETTLE_FIELDS || this.admissions.length >= MAX_ADMISSIONS;
   }
 
-  /** Resolves when the turn's call has settled what it carried. */
+  /** Resolves when the batch's call has settled what it carried. */
   get settled(): Promise<void> {
     this.settledPromise ??= new Promise<void>((resolve, reject) => this.settledWaiters.push({ resolve, reject }));
     return this.settledPromise;
@@ -52,7 +52,7 @@ class Turn {
   }
 }
 
-const openTurn = (settings: AdmissionSettings) => new Turn(settings);
+const openBatch = (settings: AdmissionSettings) => new QuotaBatch(settings);
 
 /**
  * Admission, settlement and lease renewal of every limit (src/store/redis/admission-script.ts).
@@ -64,8 +64,8 @@ const openTurn = (settings: AdmissionSettings) => new Turn(settings);
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
   /** Work waiting for the end of the event-loop turn, by project. */
-  private readonly turns = new TurnBatches<Turn>(
-    (turn, projectId) => void this.write(projectId, turn),
+  private readonly batches = new TurnBatches<QuotaBatch>(
+    (batch, projectId) => void this.write(projectId, batch),
     (closing) => inOneWrite(this.redis, closing),
   );
 
@@ -73,23 +73,23 @@ export class RedisQuotaStore implements QuotaStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaTurn', { numberOfKeys: 6, lua: TURN_SCRIPT });
-    redis.defineCommand('novaRenew', { numberOfKeys: 1, lua: RENEW_SCRIPT });
+    redis.defineCommand('novaQuotaBatch', { numberOfKeys: 6, lua: QUOTA_BATCH_SCRIPT });
+    redis.defineCommand('novaRenewLeases', { numberOfKeys: 1, lua: RENEW_LEASES_SCRIPT });
     this.redis = redis as Scripted;
   }
 
   admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
-    const turn = this.turns.of(projectId, openTurn, settings);
-    const decided = new Promise<AdmissionDecision>((resolve, reject) => turn.admissions.push({ request, resolve, reject }));
-    // A full turn leaves at once; the project's next work starts a new one.
-    if (turn.full) this.turns.closeNow(projectId);
+    const batch = this.batches.of(projectId, openBatch, settings);
+    const decided = new Promise<AdmissionDecision>((resolve, reject) => batch.admissions.push({ request, resolve, reject }));
+    // A full batch leaves at once; the project's next work starts a new one.
+    if (batch.full) this.batches.closeNow(projectId);
     return decided;
   }
 
-  /** Every caller of a turn gets the outcome of its call. */
+  /** Every caller of a batch gets the outcome of its call. */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
-    const turn = this.turns.of(projectId, openTurn, settings);
-    turn.settlements.push(
+    const batch = this.batches.of(projectId, openBatch, settings);
+    batch.settlements.push(
       reservation.slot,
       reservation.rateTokens ?? -1,
       reservation.dayTokens ?? -1,
@@ -102,18 +102,18 @@ export class RedisQuotaStore implements QuotaStore {
       reservation.id,
       reservation.lease ? 1 : 0,
     );
-    const settled = turn.settled;
-    if (turn.full) this.turns.closeNow(projectId);
+    const settled = batch.settled;
+    if (batch.full) this.batches.closeNow(projectId);
     return settled;
   }
 
   async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
     if (leaseIds.length === 0) return;
-    await guard(this.redis.novaRenew(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
+    await guard(this.redis.novaRenewLeases(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
   }
 
-  private async write(projectId: string, turn: Turn): Promise<void> {
-    const { settings, settlements, admissions } = turn;
+  private async write(projectId: string, batch: QuotaBatch): Promise<void> {
+    const { settings, settlements, admissions } = batch;
     const k = this.keys;
     const values: (string | number)[] = [
       Math.round(settings.windowMs),
@@ -130,7 +130,7 @@ export class RedisQuotaStore implements QuotaStore {
     let reply: (string | number)[];
     try {
       reply = await guard(
-        this.redis.novaTurn(
+        this.redis.novaQuotaBatch(
           k.project(projectId),
           k.rateWindow(projectId),
           k.rateBurst(projectId),
@@ -141,16 +141,16 @@ export class RedisQuotaStore implements QuotaStore {
         ),
       );
     } catch (error) {
-      turn.done(error);
+      batch.done(error);
       for (const waiting of admissions) waiting.reject(error);
       return;
     }
-    turn.done();
+    batch.done();
     admissions.forEach((waiting, index) => waiting.resolve(decisionOf(reply, index * DECISION_FIELDS, waiting.request)));
   }
 }
 
-/** The decision at `at` in the turn script's reply. */
+/** The decision at `at` in the quota batch script's reply. */
 function decisionOf(reply: (string | number)[], at: number, request: AdmissionRequest): AdmissionDecision {
   const value = (offset: number) => Number(reply[at + offset]);
   const policy: RateLimitPolicy = {
@@ -172,7 +172,7 @@ function decisionOf(reply: (string | number)[], at: number, request: AdmissionRe
     dayTokens: charged(18),
     monthTokens: charged(19),
     monthCost: value(20) === 1 ? request.cost : null,
-    // The periods the script charged (see TURN_SCRIPT), which the settlement must name.
+    // The periods the script charged (see QUOTA_BATCH_SCRIPT), which the settlement must name.
     day: String(reply[at + 22]),
     month: String(reply[at + 23]),
     lease: value(21) === 1,

@@ -1,6 +1,8 @@
 import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type RateLimitPolicy } from '../policy.js';
 import type { ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
+// Codecs between the Store's records and what Redis holds of them: hash fields, stream entries, JSON.
+
 /** HGETALL as a flat [field, value, …] list (what Lua scripts return) to an object. */
 export function pairsToObject(pairs: string[]): Record<string, string> {
   const out: Record<string, string> = {};

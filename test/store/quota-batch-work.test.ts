@@ -3,17 +3,17 @@ import { budgetPeriodsAt } from '../../src/quota/budget-periods.js';
 import type { AdmissionRequest, AdmissionSettings, Reservation } from '../../src/store/quota-types.js';
 import { createRedisClient, waitUntilReady, type RedisClient } from '../../src/store/redis/connect.js';
 import { KeyNames } from '../../src/store/redis/key-names.js';
-import { RedisQuotaStore } from '../../src/store/redis/rate-limit.js';
+import { RedisQuotaStore } from '../../src/store/redis/redis-quota-store.js';
 import { RedisProcess } from '../support/redis-server.js';
 
 /** Commands that are not the script's own work: the call itself and this test's reads of the counts. */
 const NOT_SCRIPT_WORK = new Set(['evalsha', 'eval', 'info', 'config|resetstat', 'script|load']);
 
 /**
- * Redis's work for one turn's script call, counted by Redis itself (INFO commandstats) on a Redis
+ * Redis's work for one quota batch script call, counted by Redis itself (INFO commandstats) on a Redis
  * of its own: the commands the script runs must not grow with the requests the call carries.
  */
-describe('admission script work on Redis', () => {
+describe('quota batch script work on Redis', () => {
   let redis: RedisProcess;
   let client: RedisClient;
   let observer: RedisClient;
