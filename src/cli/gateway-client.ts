@@ -1,3 +1,5 @@
+import { redactUrls } from './redact.js';
+
 /** A failure the CLI reports as one line (and exit code), never with a stack. */
 export class CliError extends Error {
   constructor(
@@ -45,9 +47,19 @@ export class GatewayClient {
     try {
       url = new URL(settings.url);
     } catch {
-      throw new CliError(`--url / NOVA_URL is not a URL: ${settings.url}`, 2);
+      throw new CliError(`--url / NOVA_URL is not a URL: ${redactUrls(settings.url)}`, 2);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CliError('--url / NOVA_URL must be an http:// or https:// URL', 2);
+    // fetch refuses a URL with userinfo (and its error repeats the URL, password included);
+    // the gateway takes its credentials as a bearer token, never from the URL.
+    if (url.username || url.password) {
+      throw new CliError(
+        `--url / NOVA_URL must not hold credentials (${redactUrls(url.href)}): pass the token with --admin-token / --api-key`,
+        2,
+      );
+    }
+    // The request path is appended to the base: a query or fragment there would swallow it.
+    if (url.search || url.hash) throw new CliError(`--url / NOVA_URL must not have a query or fragment: ${redactUrls(url.href)}`, 2);
     this.base = url.href.replace(/\/+$/, '');
   }
 

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { commands, type Flags } from './commands.js';
 import { CliError, GatewayClient } from './gateway-client.js';
+import { redactUrls } from './redact.js';
 
 export const USAGE = `nova-gateway: manage projects, keys, limits and usage through a running gateway
 
@@ -75,11 +76,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: CliIo): P
     await command({ client, flags: values as Flags, args, print: io.out });
     return 0;
   } catch (error) {
+    // Messages can quote a URL (the gateway's, a network error's): never with its credentials.
     if (error instanceof CliError) {
-      io.err(`nova-gateway: ${error.message}\n`);
+      io.err(`nova-gateway: ${redactUrls(error.message)}\n`);
       return error.exitCode;
     }
-    io.err(`nova-gateway: unexpected failure: ${(error as Error).message}\n`);
+    io.err(`nova-gateway: unexpected failure: ${redactUrls((error as Error).message)}\n`);
     return 1;
   }
 }

@@ -156,6 +156,30 @@ describe('nova-gateway CLI against the running gateway', () => {
     );
   });
 
+  it('never prints the credentials of a --url / NOVA_URL', async () => {
+    const port = await freePort();
+    const userinfo = await cli(['--url', `http://alice:s3cret@127.0.0.1:${port}`, 'projects', 'list'], { NOVA_ADMIN_TOKEN: ADMIN_TOKEN });
+    expect(userinfo).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `nova-gateway: --url / NOVA_URL must not hold credentials (http://***@127.0.0.1:${port}/): pass the token with --admin-token / --api-key\n`,
+    });
+    // A user alone can be a token (https://TOKEN@host); a URL that does not parse is echoed redacted too.
+    const token = await cli(['keys', 'list', 'proj_x'], { NOVA_URL: 'https://tok_0123456789@gateway.example', NOVA_API_KEY: 'k' });
+    expect(token.code).toBe(2);
+    expect(token.stderr).toContain('(https://***@gateway.example/)');
+    const malformed = await cli(['projects', 'list'], { NOVA_URL: 'http://alice:s3cret@127.0.0.1:99999', NOVA_ADMIN_TOKEN: ADMIN_TOKEN });
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toBe('nova-gateway: --url / NOVA_URL is not a URL: http://***@127.0.0.1:99999\n');
+    // A query would swallow the request path; its secret-looking values are not echoed either.
+    const query = await cli(['projects', 'list'], { NOVA_URL: `http://127.0.0.1:${port}/?access_token=t0k3n&region=eu`, NOVA_ADMIN_TOKEN: ADMIN_TOKEN });
+    expect(query.code).toBe(2);
+    expect(query.stderr).toBe(`nova-gateway: --url / NOVA_URL must not have a query or fragment: http://127.0.0.1:${port}/?access_token=***&region=eu\n`);
+    for (const run of [userinfo, token, malformed, query]) {
+      expect(run.stdout + run.stderr).not.toMatch(/alice|s3cret|tok_0123456789|t0k3n/);
+    }
+  });
+
   it('refuses unknown commands and flags with the usage text (exit 2)', async () => {
     const unknown = await cli(['projects', 'explode'], admin);
     expect(unknown.code).toBe(2);
