@@ -1,4 +1,4 @@
-import type { RateLimitPolicy } from './types.js';
+import type { RateLimitPolicy } from './policy.js';
 
 /** Rate-limit and usage parts of the Store (DESIGN.md section 7). */
 
