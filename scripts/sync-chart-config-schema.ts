@@ -9,6 +9,9 @@
  * Differences on purpose: `server.drain_timeout_ms` is left out (the chart sets the drain timeout
  * from shutdown.drainTimeoutSeconds, and sizes terminationGracePeriodSeconds from it), and a model
  * must set exactly one of `provider` and `upstream` (the gateway checks that after the schema).
+ *
+ * The schema's `default` annotations are kept: the chart passes `config` to the gateway as it is,
+ * so they are the values the gateway uses for a field left out (helm itself ignores them).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';

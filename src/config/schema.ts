@@ -1,4 +1,19 @@
-import { Type, type Static, type TSchema } from 'typebox';
+import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
+
+/**
+ * A field the file may leave out: `Value.Default` fills in `value` (see gateway-config.ts), and
+ * the chart's values.schema.json shows it. Its type keeps the default, so `Filled` knows the field
+ * is always there once defaults are applied.
+ */
+function Defaulted<T extends TSchema>(type: T, value: Static<T>): TOptional<T & { default: Static<T> }> {
+  return Type.Optional(Type.With(type, { default: value })) as TOptional<T & { default: Static<T> }>;
+}
+
+/** The schema of a value after `Value.Default`: a field with a default is no longer optional. */
+type Filled<T extends TSchema> =
+  T extends TObject<infer Properties>
+    ? TObject<{ [K in keyof Properties]: Properties[K] extends { default: unknown } ? Filled<Omit<Properties[K], '~optional'>> : Filled<Properties[K]> }>
+    : T;
 
 const ModelEndpoint = Type.Union([
   Type.Literal('chat'),
@@ -90,35 +105,59 @@ export const ModelConfigSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Without a `ceilings` section a key may raise its request rate and burst to 10,000 and its
+ * token rate to 2,000,000 a minute; the other limits have no ceiling until the operator sets one.
+ */
+const DEFAULT_CEILINGS = { requests_per_minute: 10_000, burst_limit: 10_000, tokens_per_minute: 2_000_000 };
+
+const MiB = 1024 * 1024;
+const DAY = 86_400;
+
 export const GatewayConfigSchema = Type.Object(
   {
     models: Type.Array(ModelConfigSchema, { minItems: 1 }),
-    defaults: Type.Optional(
-      Type.Object({ rate_limits: Type.Optional(RateLimitPolicy), budgets: Type.Optional(Budgets) }, { additionalProperties: false }),
-    ),
-    ceilings: Type.Optional(CeilingsSchema),
-    server: Type.Optional(
+    defaults: Defaulted(
       Type.Object(
         {
-          body_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 100 * 1024 * 1024 })),
-          audio_upload_limit_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 })),
-          drain_timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
-          trust_proxy: Type.Optional(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })])),
-          headers_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
-          body_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
-          keep_alive_timeout_ms: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
-          // 0: no cap (a gateway behind a load balancer sees few addresses).
-          max_connections_per_address: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
-          json_max_depth: Type.Optional(Type.Integer({ minimum: 2, maximum: 1000 })),
+          rate_limits: Defaulted(RateLimitPolicy, { requests_per_minute: 600, burst_limit: 100 }),
+          budgets: Type.Optional(Budgets),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    auth: Type.Optional(
+    ceilings: Defaulted(CeilingsSchema, DEFAULT_CEILINGS),
+    server: Defaulted(
       Type.Object(
         {
-          cache_ttl_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
-          failed_attempts: Type.Optional(
+          body_limit_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 100 * MiB }), MiB),
+          audio_upload_limit_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 1024 * MiB }), 25 * MiB),
+          drain_timeout_ms: Defaulted(Type.Integer({ minimum: 0, maximum: 3_600_000 }), 30_000),
+          trust_proxy: Defaulted(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })]), false),
+          // The request line and headers must arrive within this, from the request's first byte.
+          // No fixed default: gateway-config.ts derives it from body_timeout_ms.
+          headers_timeout_ms: Type.Optional(
+            Type.Integer({ minimum: 100, maximum: 600_000, description: 'Default: 10000, or body_timeout_ms when that is less.' }),
+          ),
+          // The whole request, body included, must arrive within this, from its first byte.
+          body_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 60_000),
+          // An idle keep-alive connection is closed after this.
+          keep_alive_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 72_000),
+          // Open connections one client address may hold; 0: no cap (a gateway behind a load balancer sees few addresses).
+          max_connections_per_address: Defaulted(Type.Integer({ minimum: 0, maximum: 1_000_000 }), 1024),
+          // The deepest nesting of arrays and objects a JSON body may have.
+          json_max_depth: Defaulted(Type.Integer({ minimum: 2, maximum: 1000 }), 64),
+        },
+        { additionalProperties: false },
+      ),
+      {},
+    ),
+    auth: Defaulted(
+      Type.Object(
+        {
+          cache_ttl_ms: Defaulted(Type.Integer({ minimum: 0, maximum: 3_600_000 }), 10_000),
+          failed_attempts: Defaulted(
             Type.Object(
               {
                 max: Type.Integer({ minimum: 1 }),
@@ -127,90 +166,97 @@ export const GatewayConfigSchema = Type.Object(
               },
               { additionalProperties: false },
             ),
+            { max: 30, window_seconds: 60, block_seconds: 60 },
           ),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    conversations: Type.Optional(
+    conversations: Defaulted(
       Type.Object(
         {
-          retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })),
-          max_messages: Type.Optional(Type.Integer({ minimum: 2, maximum: 100_000 })),
-          store_default: Type.Optional(Type.Boolean()),
-          max_bytes_per_project: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
+          retention_seconds: Defaulted(Type.Integer({ minimum: 60, maximum: 400 * DAY }), 30 * DAY),
+          max_messages: Defaulted(Type.Integer({ minimum: 2, maximum: 100_000 }), 1000),
+          store_default: Defaulted(Type.Boolean(), false),
+          max_bytes_per_project: Defaulted(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), 50 * MiB),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    upstream: Type.Optional(
+    upstream: Defaulted(
       Type.Object(
         {
-          max_sse_event_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 256 * 1024 * 1024 })),
-          max_json_reply_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 })),
+          max_sse_event_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 256 * MiB }), 4 * MiB),
+          max_json_reply_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 1024 * MiB }), 32 * MiB),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    responses: Type.Optional(
+    responses: Defaulted(
       Type.Object(
-        { retention_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 400 * 86_400 })) },
+        // As long as OpenAI keeps a stored response.
+        { retention_seconds: Defaulted(Type.Integer({ minimum: 60, maximum: 400 * DAY }), 30 * DAY) },
         { additionalProperties: false },
       ),
+      {},
     ),
-    redis: Type.Optional(
+    redis: Defaulted(
       Type.Object(
         {
-          command_timeout_ms: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
-          key_prefix: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_:-]{1,32}$' })),
+          command_timeout_ms: Defaulted(Type.Integer({ minimum: 10, maximum: 60_000 }), 1000),
+          key_prefix: Defaulted(Type.String({ pattern: '^[A-Za-z0-9_:-]{1,32}$' }), 'nova'),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    rate_limits: Type.Optional(
+    rate_limits: Defaulted(
       Type.Object(
         {
           // The rolling window of requests_per_minute: 60 in production; tests shorten it.
-          window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3600 })),
-          burst_window_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 })),
-          fallback_share: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+          window_seconds: Defaulted(Type.Number({ exclusiveMinimum: 0, maximum: 3600 }), 60),
+          burst_window_seconds: Defaulted(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 }), 600),
+          fallback_share: Defaulted(Type.Number({ exclusiveMinimum: 0, maximum: 1 }), 0.5),
           // Per-project limit of management routes (keys, projects, usage, …), apart from the model policy.
-          management_requests_per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+          management_requests_per_minute: Defaulted(Type.Integer({ minimum: 1, maximum: 1_000_000 }), 1200),
           // The limiter's structure: requests_per_minute up to exact_log_max keeps the exact log; above it,
           // and for tokens, sub_windows counters per window.
-          exact_log_max: Type.Optional(Type.Integer({ minimum: 0, maximum: 500 })),
-          sub_windows: Type.Optional(Type.Integer({ minimum: 1, maximum: 120 })),
-          lease_ttl_seconds: Type.Optional(Type.Number({ minimum: 1, maximum: 30 })),
+          exact_log_max: Defaulted(Type.Integer({ minimum: 0, maximum: 500 }), 500),
+          sub_windows: Defaulted(Type.Integer({ minimum: 1, maximum: 120 }), 60),
+          lease_ttl_seconds: Defaulted(Type.Number({ minimum: 1, maximum: 30 }), 15),
           // The output a request may produce when it names no max_tokens and its model no max_output_tokens (also a cap on the latter).
-          default_max_output_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          default_max_output_tokens: Defaulted(Type.Integer({ minimum: 1, maximum: 10_000_000 }), 4096),
           // While Redis is unreachable budgets cannot be checked: admit (open) or refuse (closed) budgeted projects.
-          budgets_when_store_down: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('closed')])),
+          budgets_when_store_down: Defaulted(Type.Union([Type.Literal('open'), Type.Literal('closed')]), 'open'),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    usage: Type.Optional(
+    usage: Defaulted(
       Type.Object(
         {
-          minute_retention_hours: Type.Optional(Type.Integer({ minimum: 1, maximum: 24 * 31 })),
-          hour_retention_days: Type.Optional(Type.Integer({ minimum: 1, maximum: 3660 })),
-          buffer_max_records: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
-          flush_interval_ms: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+          minute_retention_hours: Defaulted(Type.Integer({ minimum: 1, maximum: 24 * 31 }), 48),
+          hour_retention_days: Defaulted(Type.Integer({ minimum: 1, maximum: 3660 }), 400),
+          buffer_max_records: Defaulted(Type.Integer({ minimum: 1, maximum: 10_000_000 }), 100_000),
+          flush_interval_ms: Defaulted(Type.Integer({ minimum: 10, maximum: 60_000 }), 1000),
         },
         { additionalProperties: false },
       ),
+      {},
     ),
-    metrics: Type.Optional(
-      Type.Object(
-        { project_label: Type.Optional(Type.Boolean()) },
-        { additionalProperties: false },
-      ),
-    ),
+    metrics: Defaulted(Type.Object({ project_label: Defaulted(Type.Boolean(), true) }, { additionalProperties: false }), {}),
   },
   { additionalProperties: false },
 );
 
+/** The config as written in the file (every field with a default may be left out). */
 export type RawGatewayConfig = Static<typeof GatewayConfigSchema>;
+/** The config once `Value.Default` filled in every default of the schema. */
+export type FilledGatewayConfig = Static<Filled<typeof GatewayConfigSchema>>;
 export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;

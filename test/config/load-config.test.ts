@@ -2,7 +2,9 @@ import { fullPolicy } from '../../src/store/policy.js';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { readProcessSettings } from '../../src/config/env.js';
+import { defaultConfig } from '../../src/config/gateway-config.js';
 import { ConfigError, loadConfigFile, parseConfigText } from '../../src/config/load-config.js';
+import { GatewayConfigSchema } from '../../src/config/schema.js';
 import { ModelRegistry } from '../../src/model-call/model-registry.js';
 
 const valid = `
@@ -33,6 +35,29 @@ describe('config file', () => {
     expect(config.defaults.rate_limits).toEqual(fullPolicy({ requests_per_minute: 10, burst_limit: 2 }));
     expect(config.server.body_limit_bytes).toBe(1024 * 1024);
     expect(config.auth.cache_ttl_ms).toBe(10_000);
+  });
+
+  it('fills every default the schema names, inside sections the file left out too', () => {
+    type Node = { properties?: Record<string, Node>; default?: unknown };
+    const missing: string[] = [];
+    const visit = (schema: Node, value: Record<string, unknown>, path: string) => {
+      for (const [key, field] of Object.entries(schema.properties ?? {})) {
+        const inner = value[key];
+        if ('default' in field && inner === undefined) missing.push(path + key);
+        if (typeof inner === 'object' && inner !== null) visit(field, inner as Record<string, unknown>, `${path}${key}.`);
+      }
+    };
+    const config = defaultConfig();
+    visit(GatewayConfigSchema as Node, config, '');
+    expect(missing).toEqual([]);
+    expect(config.ceilings).toEqual({ requests_per_minute: 10_000, burst_limit: 10_000, tokens_per_minute: 2_000_000 });
+    expect(config.auth.failed_attempts).toEqual({ max: 30, window_seconds: 60, block_seconds: 60 });
+  });
+
+  it('does not change the object it fills defaults into', () => {
+    const server = { body_limit_bytes: 2048 };
+    expect(defaultConfig({ server }).server.json_max_depth).toBe(64);
+    expect(server).toEqual({ body_limit_bytes: 2048 });
   });
 
   it('fills the client limits; a shorter body timeout lowers the default headers timeout', () => {
