@@ -69,6 +69,22 @@ function stringFlag(flags: Flags, name: string): string | undefined {
   return typeof raw === 'string' ? raw : undefined;
 }
 
+/**
+ * The bucket widths the usage endpoint accepts (its bucket_width, in
+ * src/routes/management/usage-schemas.ts): checked here, since the gateway's 400 for
+ * another names neither the option nor the allowed values.
+ */
+export const USAGE_BUCKET_WIDTHS = ['1m', '1h', '1d'] as const;
+
+function choiceFlag<T extends string>(flags: Flags, name: string, allowed: readonly T[]): T | undefined {
+  const raw = flags[name];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || !(allowed as readonly string[]).includes(raw)) {
+    throw new CliError(`--${name} must be one of ${allowed.join(', ')} (got ${JSON.stringify(raw)})`, 2);
+  }
+  return raw as T;
+}
+
 function query(params: Record<string, string | number | undefined>): string {
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(params)) if (value !== undefined) search.set(name, String(value));
@@ -199,7 +215,7 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
     const params = {
       start_time: stringFlag(context.flags, 'start-time'),
       end_time: stringFlag(context.flags, 'end-time'),
-      bucket_width: stringFlag(context.flags, 'bucket-width'),
+      bucket_width: choiceFlag(context.flags, 'bucket-width', USAGE_BUCKET_WIDTHS),
     };
     const usage = await context.client.call<Usage>('project', 'GET', `/v1/projects/${encodeURIComponent(projectId)}/usage${query(params)}`);
     show(context, usage, () => {

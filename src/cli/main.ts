@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { commands, type Flags } from './commands.js';
+import { commands, type Flags, USAGE_BUCKET_WIDTHS } from './commands.js';
 import { CliError, GatewayClient } from './gateway-client.js';
 import { redactUrls } from './redact.js';
 
@@ -19,7 +19,7 @@ the project's API key (--api-key or NOVA_API_KEY):
   keys rotate <api_key_id> [--grace-period SECONDS] [--reason TEXT]
   keys revoke <api_key_id>
   policy set <project_id> [--requests-per-minute N] [--burst-limit N]
-  usage <project_id> [--start-time ISO] [--end-time ISO] [--bucket-width 1m|1h|1d]
+  usage <project_id> [--start-time ISO] [--end-time ISO] [--bucket-width ${USAGE_BUCKET_WIDTHS.join('|')}]
 
 --url defaults to NOVA_URL, else http://127.0.0.1:8080. --json prints the gateway's reply as is.
 Exit codes: 0 done, 1 the gateway refused or could not be reached, 2 wrong usage.

@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { USAGE_BUCKET_WIDTHS } from '../../src/cli/commands.js';
+import { BUCKET_WIDTHS } from '../../src/routes/management/usage-query.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { freePort } from '../support/redis-server.js';
 import { ADMIN_TOKEN } from '../support/test-app.js';
@@ -129,6 +131,17 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(Number(total[4])).toBe(json.tokens.total);
     expect(lines.filter((line) => /^\d{4}-/.test(line)).length).toBeGreaterThanOrEqual(1);
     expect(lines.at(-1)).toMatch(/^storage: \d+ bytes$/);
+  });
+
+  it('usage checks --bucket-width itself and names the widths the gateway accepts', async () => {
+    expect(USAGE_BUCKET_WIDTHS).toEqual(Object.keys(BUCKET_WIDTHS));
+    // Refused before any request: the gateway's own 400 said only "must be equal to constant".
+    const port = await freePort();
+    const run = await cli(['usage', 'proj_x', '--bucket-width', '2m'], { NOVA_URL: `http://127.0.0.1:${port}`, NOVA_API_KEY: 'nova_sk_x' });
+    expect(run).toEqual({ code: 2, stdout: '', stderr: 'nova-gateway: --bucket-width must be one of 1m, 1h, 1d (got "2m")\n' });
+    const env = { NOVA_URL: gateway.url, NOVA_API_KEY: secret };
+    const accepted = await Promise.all(USAGE_BUCKET_WIDTHS.map((width) => cli(['usage', projectId, '--bucket-width', width, '--json'], env)));
+    expect(accepted.map((each) => each.code)).toEqual([0, 0, 0]);
   });
 
   it('says plainly when the admin token is wrong, without echoing it', async () => {
