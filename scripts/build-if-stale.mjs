@@ -4,7 +4,7 @@
 // so a start after an unchanged checkout takes no compile. Plain JavaScript: it runs before any
 // build and without dev tooling. A production install (no TypeScript) with a dist/ never builds.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -36,6 +36,10 @@ export function buildIfStale(root) {
   console.error(`nova-gateway: building (${reason})`);
   const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   if (result.status !== 0) throw new Error('the TypeScript build failed (see above)');
+  // tsc leaves the Lua scripts (src/**/*.lua, read beside their callers) behind: copied as `npm run build` does.
+  for (const file of readdirSync(join(root, 'src'), { recursive: true })) {
+    if (file.endsWith('.lua')) cpSync(join(root, 'src', file), join(root, 'dist', 'src', file));
+  }
   writeFileSync(join(root, STAMP), `${new Date().toISOString()}\n`);
   return { built: true };
 }

@@ -25,7 +25,7 @@ const SWEEP_EVERY = 10_000;
 const IDLE_MS = 40 * 86_400_000;
 
 /**
- * The Redis scripts' algorithm (src/store/redis/admission-script.ts) for one process: the same
+ * The Redis scripts' algorithm (src/store/redis/quota-batch.lua) for one process: the same
  * exact log and sub-window counters, burst allowance, leases and budgets, with the same answers.
  */
 export class MemoryQuotaStore implements QuotaStore {

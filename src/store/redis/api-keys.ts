@@ -3,42 +3,18 @@ import { principalOf } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
+import { luaScript } from './lua-script.js';
 import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './hash-codecs.js';
 
 // An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
 const EXPIRED_KEY_MEMORY_MS = 30 * 24 * 3600 * 1000;
 export const AUDIT_MAX_LENGTH = 10_000;
 
-/** KEYS: record, index, audit. ARGV: new hash, previous expiry ISO or '', keep previous (1/0), redacted value, audit fields… */
-const ROTATE_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local old = redis.call('HMGET', KEYS[1], 'hash', 'prev_hash')
-if ARGV[3] == '1' then
-  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', old[1], 'previous_secret_expires_at', ARGV[2])
-else
-  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', '', 'previous_secret_expires_at', '')
-end
-redis.call('HSET', KEYS[1], 'redacted_value', ARGV[4])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 5))
-return {old[1], old[2] or '', redis.call('HGETALL', KEYS[1])}
-`;
-
-/** KEYS: record, index, audit. ARGV: key id, audit fields… Returns the hashes the record held. */
-const REVOKE_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local record = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 2))
-return record
-`;
-
-const TOUCH_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'last_used_at', ARGV[1]) end
-return 1
-`;
-
-const HASH_OF_SCRIPT = `return redis.call('HGET', KEYS[1], 'hash')`;
+// The scripts' KEYS, ARGV and replies: the head of each .lua file.
+const ROTATE_SCRIPT = luaScript(new URL('./rotate-key.lua', import.meta.url), { AUDIT_MAX_LENGTH });
+const REVOKE_SCRIPT = luaScript(new URL('./revoke-key.lua', import.meta.url), { AUDIT_MAX_LENGTH });
+const TOUCH_SCRIPT = luaScript(new URL('./touch-key.lua', import.meta.url));
+const HASH_OF_SCRIPT = luaScript(new URL('./key-hash.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaRotateKey(...args: (string | number)[]): Promise<[string, string, string[]] | null>;

@@ -10,92 +10,14 @@ import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
 import { RECONCILE_LUA } from './usage.js';
 import type { KeyNames } from './key-names.js';
+import { luaScript } from './lua-script.js';
 
-/**
- * KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index),
- * the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires),
- * the conversation bytes the project holds (its bound).
- * ARGV: existing (1/0), project id, conversation id, model, now ISO, retention s, bytes, then (id, json) pairs.
- * Appends in order, renews the TTL of all three keys, returns the record (false when a continuation found nothing).
- */
-const APPEND_SCRIPT = `
-if ARGV[1] == '1' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-else
-  if redis.call('EXISTS', KEYS[1]) == 0 then
-    redis.call('HSET', KEYS[1], 'id', ARGV[3], 'project_id', ARGV[2], 'created_at', ARGV[5], 'message_count', 0, 'bytes', 0)
-  end
-end
-local n = redis.call('LLEN', KEYS[2])
-for i = 8, #ARGV, 2 do
-  redis.call('RPUSH', KEYS[2], ARGV[i + 1])
-  redis.call('HSET', KEYS[3], ARGV[i], n)
-  n = n + 1
-end
-redis.call('HSET', KEYS[1], 'model', ARGV[4], 'updated_at', ARGV[5], 'message_count', n)
-redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[7])
-redis.call('EXPIRE', KEYS[1], ARGV[6])
-redis.call('EXPIRE', KEYS[2], ARGV[6])
-redis.call('EXPIRE', KEYS[3], ARGV[6])
--- Redis's own clock, the one its key expiry follows; the usage store frees these bytes by it.
-local time = redis.call('TIME')
-local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6]) * 1000
-redis.call('ZADD', KEYS[4], expires, ARGV[3])
-redis.call('HINCRBY', KEYS[5], ARGV[3], ARGV[7])
-redis.call('INCRBY', KEYS[6], ARGV[7])
-redis.call('EXPIRE', KEYS[4], ARGV[6] + 86400)
-redis.call('EXPIRE', KEYS[5], ARGV[6] + 86400)
-local record = redis.call('HGETALL', KEYS[1])
-table.insert(record, 'ttl_ms')
-table.insert(record, redis.call('PTTL', KEYS[1]))
-return record
-`;
-
-/** KEYS: record, messages, positions. ARGV: after id ('' = from the start), limit. Returns {found, messages...}. */
-const PAGE_SCRIPT = `
-local start = 0
-if ARGV[1] ~= '' then
-  local position = redis.call('HGET', KEYS[3], ARGV[1])
-  if not position then return {0} end
-  start = tonumber(position) + 1
-end
-local limit = tonumber(ARGV[2])
-local page = redis.call('LRANGE', KEYS[2], start, start + limit)
-table.insert(page, 1, 1)
-return page
-`;
-
-/**
- * KEYS: record, messages, positions, the project's storage expiry index, sizes and conversation bytes held. ARGV: conversation id.
- * Returns the bytes the conversation held (which the caller frees now, so expiry must not free them
- * again), or false when there was none.
- */
-const DELETE_SCRIPT = `
-local bytes = redis.call('HGET', KEYS[1], 'bytes')
-if not bytes then return false end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-if redis.call('HDEL', KEYS[5], ARGV[1]) == 1 then redis.call('DECRBY', KEYS[6], bytes) end
-redis.call('ZREM', KEYS[4], ARGV[1])
-return tonumber(bytes)
-`;
-
-/**
- * KEYS: project, storage total, expiry index, sizes, conversation bytes held. ARGV: default bound.
- * Frees what expired, then returns {bytes held, the project's bound (its own, else the default)}.
- */
-const HELD_SCRIPT = `${RECONCILE_LUA}
-reconcile(KEYS[2], KEYS[3], KEYS[4], KEYS[5], 500)
-local own = redis.call('HGET', KEYS[1], 'max_conversation_bytes')
-return {tonumber(redis.call('GET', KEYS[5]) or '0'), tonumber(own or ARGV[1])}
-`;
-
-/** KEYS: project. ARGV: bound ('' = none). Returns 0 when the project does not exist. */
-const SET_BOUND_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[1] == '' then redis.call('HDEL', KEYS[1], 'max_conversation_bytes')
-else redis.call('HSET', KEYS[1], 'max_conversation_bytes', ARGV[1]) end
-return 1
-`;
+// The scripts' KEYS, ARGV and replies: the head of each .lua file.
+const APPEND_SCRIPT = luaScript(new URL('./append-conversation.lua', import.meta.url));
+const PAGE_SCRIPT = luaScript(new URL('./conversation-page.lua', import.meta.url));
+const DELETE_SCRIPT = luaScript(new URL('./delete-conversation.lua', import.meta.url));
+const HELD_SCRIPT = luaScript(new URL('./conversation-bytes-held.lua', import.meta.url), {}, [RECONCILE_LUA]);
+const SET_BOUND_SCRIPT = luaScript(new URL('./set-conversation-bound.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaSetConversationBound(project: string, maxBytes: string | number): Promise<number>;

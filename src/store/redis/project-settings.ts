@@ -3,20 +3,11 @@ import { AUDIT_MAX_LENGTH } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
+import { luaScript } from './lua-script.js';
 import { auditToFields, pairsToObject, policyPatchToHash, projectFromHash } from './hash-codecs.js';
 
-/**
- * Changes fields of an existing project and appends the audit entry, atomically; a
- * missing project stays missing (no partial record is created).
- * KEYS: project hash, audit stream. ARGV: number of field/value pairs, the pairs, audit fields…
- */
-const UPDATE_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local n = tonumber(ARGV[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2, 1 + n * 2))
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ${AUDIT_MAX_LENGTH}, '*', unpack(ARGV, 2 + n * 2))
-return redis.call('HGETALL', KEYS[1])
-`;
+/** Changes fields of an existing project and appends the audit entry, atomically: update-project.lua. */
+const UPDATE_SCRIPT = luaScript(new URL('./update-project.lua', import.meta.url), { AUDIT_MAX_LENGTH });
 
 type Scripted = RedisClient & { novaUpdateProject(...args: (string | number)[]): Promise<string[] | null> };
 

@@ -1,10 +1,17 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
-import { RENEW_LEASES_SCRIPT, SETTLE_FIELDS, QUOTA_BATCH_SCRIPT } from './admission-script.js';
+import { luaScript } from './lua-script.js';
 import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
+
+/** Values per settlement and per admission in the quota batch script's arguments. */
+const SETTLE_FIELDS = 11;
+const ADMIT_FIELDS = 5;
+/** A project's settlements and admissions of one turn, in one call: quota-batch.lua (its head says how). */
+const QUOTA_BATCH_SCRIPT = luaScript(new URL('./quota-batch.lua', import.meta.url), { SETTLE_FIELDS, ADMIT_FIELDS });
+const RENEW_LEASES_SCRIPT = luaScript(new URL('./renew-leases.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaQuotaBatch(...args: (string | number)[]): Promise<(string | number)[]>;
@@ -55,7 +62,7 @@ class QuotaBatch {
 const openBatch = (settings: AdmissionSettings) => new QuotaBatch(settings);
 
 /**
- * Admission, settlement and lease renewal of every limit (src/store/redis/admission-script.ts).
+ * Admission, settlement and lease renewal of every limit (quota-batch.lua, renew-leases.lua).
  * What one project asks during one event-loop turn goes in one script call, sent once the turn is
  * over: the settlements of the requests that ended, then the admissions of those that arrived, in
  * order. A busy replica pays one round trip per project and turn, not two per request, and a
