@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
 import { GatewayProcess } from '../support/gateway-process.js';
-import { runSchemathesis, type FuzzRun } from '../support/schemathesis.js';
+import { runSchemathesis, schemathesisCommand, type FuzzRun } from '../support/schemathesis.js';
 import type { TestProject } from '../support/test-app.js';
 
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
@@ -24,6 +24,9 @@ describe('fuzzing the OpenAPI schema', () => {
   let gateway: GatewayProcess;
   let project: TestProject;
   let limitsProject: TestProject;
+
+  // The first run of the suite on a machine makes the Python tools' virtualenv (pip: a minute or more).
+  beforeAll(() => schemathesisCommand(), 600_000);
 
   beforeAll(async () => {
     gateway = await GatewayProcess.start({

@@ -1,19 +1,25 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { pythonTools } from '../../scripts/python-tools.mjs';
 import { randomBase62 } from '../../src/core/ids.js';
 import { FakeOpenAiUpstream, PLAIN_ANSWER, WEATHER_ANSWER } from '../support/fake-openai-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 
 const run = promisify(execFile);
 const SCRIPT = new URL('./python/openai_client_check.py', import.meta.url).pathname;
-/** .ci/run installs test/python-requirements.txt into a virtualenv and names its python here. */
-const PYTHON = process.env.NOVA_TEST_PYTHON ?? 'python3';
 
 /** The official Python openai SDK (test/python-requirements.txt) against the real process. */
 describe('Python openai SDK against the gateway (real process, real Redis)', () => {
   let upstream: FakeOpenAiUpstream;
   let gateway: GatewayProcess;
+  let python: string;
+
+  // NOVA_TEST_PYTHON: a Python of one's own with the openai SDK; else the tests' virtualenv of
+  // test/python-requirements.txt, made on the suite's first run on a machine (pip: a minute or more).
+  beforeAll(async () => {
+    python = process.env.NOVA_TEST_PYTHON || (await pythonTools()).python;
+  }, 600_000);
 
   beforeAll(async () => {
     upstream = await FakeOpenAiUpstream.start();
@@ -37,7 +43,7 @@ redis:
 
   it('runs a tool loop with a developer message, streams, embeds, completes and uses responses', async () => {
     const { secret } = await gateway.createProject({ name: 'python' });
-    const { stdout } = await run(PYTHON, [SCRIPT], { env: { ...process.env, NOVA_BASE_URL: `${gateway.url}/v1`, NOVA_API_KEY: secret }, timeout: 60_000 });
+    const { stdout } = await run(python, [SCRIPT], { env: { ...process.env, NOVA_BASE_URL: `${gateway.url}/v1`, NOVA_API_KEY: secret }, timeout: 60_000 });
     const result = JSON.parse(stdout) as Record<string, unknown>;
     expect(result).toEqual({
       tool_loop: { call: 'get_weather', answer: WEATHER_ANSWER, model: 'agent-1' },

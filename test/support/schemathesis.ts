@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pythonTools } from '../../scripts/python-tools.mjs';
 
 /** The parts of schemathesis's JSON run report a test asserts on. */
 export interface FuzzReport {
@@ -37,10 +38,20 @@ export interface FuzzOptions {
 }
 
 /**
+ * How schemathesis is run: SCHEMATHESIS_BIN (a CLI of one's own) when set, else the tests'
+ * virtualenv of test/python-requirements.txt, made on first use (scripts/python-tools.mjs).
+ */
+export async function schemathesisCommand(): Promise<[string, ...string[]]> {
+  const own = process.env.SCHEMATHESIS_BIN;
+  return own ? [own] : (await pythonTools()).schemathesis;
+}
+
+/**
  * Runs the schemathesis CLI against the live gateway with two checks: no server error
  * beyond the documented 502/503/504, and every response matching its own schema.
  */
 export async function runSchemathesis(options: FuzzOptions): Promise<FuzzRun> {
+  const command = await schemathesisCommand();
   const dir = mkdtempSync(join(tmpdir(), 'nova-fuzz-'));
   const configPath = join(dir, 'schemathesis.toml');
   const reportPath = join(dir, 'report.json');
@@ -71,8 +82,8 @@ export async function runSchemathesis(options: FuzzOptions): Promise<FuzzRun> {
     ...(options.excludePath ? ['--exclude-path-regex', options.excludePath] : []),
     ...(options.includeMethod ? ['--include-method', options.includeMethod] : []),
   ];
-  const bin = process.env.SCHEMATHESIS_BIN ?? 'st';
-  const child = spawn(bin, args, {
+  const [bin, ...prefix] = command;
+  const child = spawn(bin, [...prefix, ...args], {
     cwd: dir,
     env: { ...process.env, NOVA_FUZZ_AUTHORIZATION: options.authorization },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -85,7 +96,7 @@ export async function runSchemathesis(options: FuzzOptions): Promise<FuzzRun> {
     child.once('error', (error: NodeJS.ErrnoException) =>
       reject(
         error.code === 'ENOENT'
-          ? new Error(`${bin} not found: pip install -r test/python-requirements.txt (bash .ci/run does), or set SCHEMATHESIS_BIN`)
+          ? new Error(`${bin} not found (SCHEMATHESIS_BIN, or the tests' virtualenv: see scripts/python-tools.mjs)`)
           : error,
       ),
     );
