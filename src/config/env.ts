@@ -1,81 +1,69 @@
+import { Ajv } from 'ajv';
+import { Type, type Static } from 'typebox';
+import { Value } from 'typebox/value';
 import { ConfigError } from './load-config.js';
 
-export interface ProcessSettings {
-  host: string;
-  port: number;
-  metricsPort: number;
-  redisUrl: string | undefined;
-  redisMode: RedisMode;
-  /** REDIS_SENTINEL_MASTER: the master group the sentinels watch (sentinel mode only). */
-  redisSentinelMaster: string | undefined;
-  /** REDIS_SENTINEL_PASSWORD: the sentinels' own password, when they have one. */
-  redisSentinelPassword: string | undefined;
-  configPath: string;
-  adminToken: string | undefined;
-  logLevel: string;
-  drainTimeoutMs: number | undefined;
-}
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One redis:// or rediss:// URL, or several separated by commas (the cluster's nodes, the sentinels). */
+const REDIS_URLS = '^\\s*rediss?://[^,\\s][^,]*(,\\s*rediss?://[^,\\s][^,]*)*$';
 
-export type RedisMode = 'standalone' | 'cluster' | 'sentinel';
-const REDIS_MODES: RedisMode[] = ['standalone', 'cluster', 'sentinel'];
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const Port = (fallback: number) => Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: 'a port number 0..65535' });
 
-function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0 || value > 65535) {
-    throw new ConfigError(`environment variable ${name} must be a port number 0..65535`);
+/**
+ * The environment variables of DESIGN.md section 2, once `Value.Default` filled in the defaults
+ * (so a variable with a default is required here). A `description` ends the message refusing a
+ * bad value: "environment variable NAME must be <description>".
+ */
+const EnvSchema = Type.Object({
+  HOST: Type.String({ default: '0.0.0.0' }),
+  PORT: Port(8080),
+  METRICS_PORT: Port(9464),
+  REDIS_URL: Type.Optional(Type.String({ pattern: REDIS_URLS, description: 'a redis:// or rediss:// URL' })),
+  REDIS_MODE: Type.Enum(['standalone', 'cluster', 'sentinel'], { default: 'standalone', description: '"standalone", "cluster" or "sentinel"' }),
+  /** The master group the sentinels watch (sentinel mode only). */
+  REDIS_SENTINEL_MASTER: Type.Optional(Type.String()),
+  /** The sentinels' own password, when they have one. */
+  REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String()),
+  NOVA_CONFIG: Type.String({ default: 'config/gateway.yaml' }),
+  NOVA_ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'at least 16 characters' })),
+  LOG_LEVEL: Type.Enum(LOG_LEVELS, { default: 'info', description: `one of ${LOG_LEVELS.join(', ')}` }),
+  NOVA_DRAIN_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 0, description: 'a whole number of milliseconds' })),
+});
+type EnvName = keyof typeof EnvSchema.properties;
+const ENV_NAMES = Object.keys(EnvSchema.properties) as EnvName[];
+
+// Every value arrives as a string: coerceTypes turns "8080" into 8080 for the integer variables.
+const checkEnv = new Ajv({ coerceTypes: true, strict: false }).compile<Static<typeof EnvSchema>>(EnvSchema);
+
+/** Reads the environment variables of DESIGN.md section 2; a bad value names the variable (never the value). */
+export function readProcessSettings(env: NodeJS.ProcessEnv = process.env) {
+  // An empty variable counts as unset.
+  const given = Object.fromEntries(ENV_NAMES.flatMap((name) => (env[name] ? [[name, env[name]]] : [])));
+  const vars: unknown = Value.Default(EnvSchema, given);
+  if (!checkEnv(vars)) {
+    const error = checkEnv.errors![0]!;
+    const name = error.instancePath.slice(1) as EnvName;
+    const { description } = EnvSchema.properties[name] as { description?: string };
+    throw new ConfigError(`environment variable ${name} must be ${description ?? error.message}`);
   }
-  return value;
-}
-
-/** Reads the environment variables of DESIGN.md section 2; a bad value names the variable. */
-export function readProcessSettings(env: NodeJS.ProcessEnv = process.env): ProcessSettings {
-  const redisUrl = env.REDIS_URL || undefined;
-  const redisMode = (env.REDIS_MODE || 'standalone') as RedisMode;
-  if (!REDIS_MODES.includes(redisMode)) {
-    throw new ConfigError('environment variable REDIS_MODE must be "standalone", "cluster" or "sentinel"');
-  }
-  const redisSentinelMaster = env.REDIS_SENTINEL_MASTER || undefined;
-  if (redisMode === 'sentinel' && (redisUrl === undefined || redisSentinelMaster === undefined)) {
+  if (vars.REDIS_MODE === 'sentinel' && (vars.REDIS_URL === undefined || vars.REDIS_SENTINEL_MASTER === undefined)) {
     throw new ConfigError(
       'REDIS_MODE=sentinel needs REDIS_URL (the sentinels, e.g. redis://sentinel-0:26379,redis://sentinel-1:26379) and REDIS_SENTINEL_MASTER (the master group name)',
     );
   }
-  if (redisUrl !== undefined) {
-    for (const url of redisUrl.split(',')) {
-      if (!/^rediss?:\/\/./.test(url.trim())) {
-        throw new ConfigError('environment variable REDIS_URL must be a redis:// or rediss:// URL');
-      }
-    }
-  }
-  const logLevel = env.LOG_LEVEL || 'info';
-  if (!LOG_LEVELS.includes(logLevel)) {
-    throw new ConfigError(`environment variable LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
-  }
-  const adminToken = env.NOVA_ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < 16) {
-    throw new ConfigError('environment variable NOVA_ADMIN_TOKEN must be at least 16 characters');
-  }
-  let drainTimeoutMs: number | undefined;
-  if (env.NOVA_DRAIN_TIMEOUT_MS) {
-    drainTimeoutMs = Number(env.NOVA_DRAIN_TIMEOUT_MS);
-    if (!Number.isInteger(drainTimeoutMs) || drainTimeoutMs < 0) {
-      throw new ConfigError('environment variable NOVA_DRAIN_TIMEOUT_MS must be a whole number of milliseconds');
-    }
-  }
   return {
-    host: env.HOST || '0.0.0.0',
-    port: port(env, 'PORT', 8080),
-    metricsPort: port(env, 'METRICS_PORT', 9464),
-    redisUrl,
-    redisMode,
-    redisSentinelMaster,
-    redisSentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
-    configPath: env.NOVA_CONFIG || 'config/gateway.yaml',
-    adminToken,
-    logLevel,
-    drainTimeoutMs,
+    host: vars.HOST,
+    port: vars.PORT,
+    metricsPort: vars.METRICS_PORT,
+    redisUrl: vars.REDIS_URL,
+    redisMode: vars.REDIS_MODE,
+    redisSentinelMaster: vars.REDIS_SENTINEL_MASTER,
+    redisSentinelPassword: vars.REDIS_SENTINEL_PASSWORD,
+    configPath: vars.NOVA_CONFIG,
+    adminToken: vars.NOVA_ADMIN_TOKEN,
+    logLevel: vars.LOG_LEVEL,
+    drainTimeoutMs: vars.NOVA_DRAIN_TIMEOUT_MS,
   };
 }
+
+export type ProcessSettings = ReturnType<typeof readProcessSettings>;

@@ -168,8 +168,20 @@ describe('environment variables', () => {
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
     [{ NOVA_ADMIN_TOKEN: 'short' }, /NOVA_ADMIN_TOKEN/],
     [{ NOVA_DRAIN_TIMEOUT_MS: '-1' }, /NOVA_DRAIN_TIMEOUT_MS/],
+    [{ NOVA_DRAIN_TIMEOUT_MS: '1.5' }, /environment variable NOVA_DRAIN_TIMEOUT_MS must be a whole number of milliseconds/],
+    [{ PORT: '65536' }, /environment variable PORT must be a port number 0\.\.65535/],
   ])('refuses %o naming the variable', (env, message) => {
     expect(() => readProcessSettings(env)).toThrow(message);
+  });
+
+  it('reads numbers as numbers; an empty variable is unset', () => {
+    expect(readProcessSettings({ PORT: '8081', METRICS_PORT: '0', NOVA_DRAIN_TIMEOUT_MS: '5000', LOG_LEVEL: '', HOST: '' })).toMatchObject({
+      port: 8081,
+      metricsPort: 0,
+      drainTimeoutMs: 5000,
+      logLevel: 'info',
+      host: '0.0.0.0',
+    });
   });
 
   it('reads the sentinel settings', () => {
