@@ -1,7 +1,6 @@
 import { hash } from 'node:crypto';
-import { encodeBase62, randomBase62 } from '../core/ids.js';
+import { encodeBase62, randomBase62, SECRET_PREFIX } from '../core/ids.js';
 
-export const SECRET_PREFIX = 'nova_sk_';
 // 32 base62 chars carry 32 * log2(62) = 190.5 bits of randomness.
 const RANDOM_LENGTH = 32;
 const CHECKSUM_LENGTH = 6;
@@ -31,14 +30,6 @@ export function isWellFormedSecret(secret: string): boolean {
   if (!SECRET_PATTERN.test(secret)) return false;
   const random = secret.slice(SECRET_PREFIX.length, SECRET_PREFIX.length + RANDOM_LENGTH);
   return secret.endsWith(checksum(random));
-}
-
-/**
- * Whether text may carry an API key: anything holding the key prefix, in any case, whether
- * or not the rest is well formed (a key with a typo is still a secret).
- */
-export function mayHoldSecret(text: string): boolean {
-  return text.toLowerCase().includes(SECRET_PREFIX);
 }
 
 /**

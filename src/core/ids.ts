@@ -37,6 +37,17 @@ export function encodeBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
+/** The prefix of every API key secret. */
+export const SECRET_PREFIX = 'nova_sk_';
+
+/**
+ * Whether text may carry an API key: anything holding the key prefix, in any case, whether
+ * or not the rest is well formed (a key with a typo is still a secret).
+ */
+export function mayHoldSecret(text: string): boolean {
+  return text.toLowerCase().includes(SECRET_PREFIX);
+}
+
 export type IdPrefix = 'proj' | 'key' | 'conv' | 'msg' | 'trans' | 'asset' | 'req';
 
 /**

@@ -1,6 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { mayHoldSecret } from '../auth/key-format.js';
-import { mintId } from '../core/ids.js';
+import { mayHoldSecret, mintId } from '../core/ids.js';
 
 const VALID_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { randomBase62 } from '../core/ids.js';
 import { textOf, type ChatMessage } from './upstream-body.js';
-import type { UpstreamResponse } from './upstream-call.js';
+import type { UpstreamResponse } from './upstream-response.js';
 
 const words = (text: string) => text.split(/(?<=\s)(?=\S)/).filter(Boolean);
 

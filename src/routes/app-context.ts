@@ -8,7 +8,7 @@ import type { QuotaReservation } from '../quota/quota-reservation.js';
 import type { RequestCharges } from '../quota/request-charge.js';
 import type { UsageMeter } from '../quota/usage-meter.js';
 import type { KeyPrincipal, Store } from '../store/types.js';
-import type { ModelRegistry } from '../model-call/model-registry.js';
+import type { ModelCallContext } from '../model-call/model-call-context.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
@@ -17,7 +17,7 @@ export interface Lifecycle {
 }
 
 /** What route plugins are given: the app's dependencies, built once by buildApp. */
-export interface AppContext {
+export interface AppContext extends ModelCallContext {
   config: GatewayConfig;
   store: Store;
   authenticator: Authenticator;
@@ -34,8 +34,6 @@ export interface AppContext {
   managementLimit: ManagementLimit;
   /** What a model request reserves at admission (src/quota/request-charge.ts). */
   charges: RequestCharges;
-  /** Models of the config with their upstream targets and connection pools. */
-  models: ModelRegistry;
 }
 
 declare module 'fastify' {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { generateSecret, hashSecret, isWellFormedSecret, redactSecret, SECRET_PREFIX } from '../../src/auth/key-format.js';
+import { generateSecret, hashSecret, isWellFormedSecret, redactSecret } from '../../src/auth/key-format.js';
+import { SECRET_PREFIX } from '../../src/core/ids.js';
 
 describe('API key secrets', () => {
   it('carry the prefix, at least 190 bits of base62 randomness and a checksum', () => {
