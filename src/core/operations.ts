@@ -4,6 +4,9 @@ import { ByteToken } from './json-bytes.js';
 /** The OpenAI model routes the gateway proxies, and what differs between them. */
 export type OperationName = 'chat' | 'completions' | 'embeddings' | 'responses';
 
+/** Every kind of model work a route can create: the token operations, and the resource creations. */
+export type ModelWork = OperationName | 'images' | 'audio_speech' | 'audio_transcriptions' | 'fine_tuning';
+
 export interface Operation {
   name: OperationName;
   /** The `models[].endpoints` entry that lets a model serve it. */
@@ -73,6 +76,11 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     promptFields: ['instructions', 'input'],
   },
 };
+
+/** The token operation of a kind of model work; undefined for work that uses no tokens (images, audio, fine-tuning). */
+export function tokenOperationOf(work: ModelWork): Operation | undefined {
+  return Object.hasOwn(OPERATIONS, work) ? OPERATIONS[work as OperationName] : undefined;
+}
 
 export interface TokenUsage {
   prompt_tokens: number;

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { AppContext } from '../routes/app-context.js';
+import type { ModelCallContext } from './model-call-context.js';
 import { invalidParameter, resourceNotFound, storageQuotaExceeded } from '../http/errors.js';
 import { StoreUnavailableError } from '../store/types.js';
 import { isGatewayId, mintId } from '../core/ids.js';
@@ -21,7 +21,7 @@ export interface ConversationPlan {
  * continuation, or `conversations.store_default`. A continuation loads the stored history (404
  * when it is not the project's); `store: false` on it reads the history without writing.
  */
-export async function planConversation(ctx: AppContext, projectId: string, body: ChatBody, incomingBytes: number): Promise<ConversationPlan> {
+export async function planConversation(ctx: ModelCallContext, projectId: string, body: ChatBody, incomingBytes: number): Promise<ConversationPlan> {
   const requested = body.conversation_id;
   if (requested === undefined || requested === null) {
     const store = body.store === true || (body.store !== false && ctx.config.conversations.store_default);
@@ -48,7 +48,7 @@ export async function planConversation(ctx: AppContext, projectId: string, body:
  * passed by the replies of the exchanges in flight when it is reached, and the next is refused.
  * While the store is away the check lets the request through (its write fails and is logged).
  */
-async function ensureRoom(ctx: AppContext, projectId: string, incomingBytes: number): Promise<void> {
+async function ensureRoom(ctx: ModelCallContext, projectId: string, incomingBytes: number): Promise<void> {
   let held: { bytes: number; maxBytes: number };
   try {
     held = await ctx.store.conversations.held(projectId, ctx.config.conversations.max_bytes_per_project);
@@ -67,7 +67,7 @@ async function ensureRoom(ctx: AppContext, projectId: string, incomingBytes: num
  * turned into an error: the completion was served.
  */
 export function storeExchange(
-  ctx: AppContext,
+  ctx: ModelCallContext,
   log: FastifyBaseLogger,
   projectId: string,
   plan: ConversationPlan,

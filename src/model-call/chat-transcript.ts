@@ -47,7 +47,7 @@ function textOfChunk(event: Buffer): string | null {
  * The assistant message of a chat stream, assembled from its chunks (text and tool calls) to be
  * stored. Most chunks carry a little text or none: they are read as text; the others are parsed.
  */
-export class StreamedReply {
+export class ChatTranscript {
   private content = '';
   private readonly toolCalls: { id?: string; type: string; function: { name: string; arguments: string } }[] = [];
 

@@ -1,6 +1,7 @@
 import { ByteToken, latin1, lastObjectValue, replaceStringValue } from '../core/json-bytes.js';
 import { tokensOf } from '../core/operations.js';
-import { readBounded, type Attempt, type UpstreamResponse } from './upstream-call.js';
+import { readBounded, type Attempt } from './upstream-call.js';
+import type { UpstreamResponse } from './upstream-response.js';
 import { mapUpstreamFailure } from './upstream-errors.js';
 import type { ModelCall } from './model-call.js';
 

@@ -1,14 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { addLogFields } from '../http/access-log.js';
 import { ApiError } from '../http/errors.js';
-import type { AppContext } from '../routes/app-context.js';
+import type { ModelCallContext } from './model-call-context.js';
 import { costOf } from '../core/pricing.js';
 import { USAGE_CAPS, withinCap } from '../quota/usage-validation.js';
 import type { RegisteredModel, Target } from './model-registry.js';
 import type { Operation } from '../core/operations.js';
-import { callTarget, requestWithFallback, type Attempt, type FallbackEvents, type UpstreamResponse } from './upstream-call.js';
+import { callTarget, requestWithFallback, type Attempt, type FallbackEvents } from './upstream-call.js';
+import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
 import { ClientGone } from './upstream-errors.js';
+import { modelCallFactsOf } from './route-facts.js';
 
 export interface CallOutcome {
   outcome: string;
@@ -33,7 +35,7 @@ export class ModelCall {
   private finished = false;
 
   constructor(
-    readonly ctx: AppContext,
+    readonly ctx: ModelCallContext,
     readonly request: FastifyRequest,
     readonly reply: FastifyReply,
     readonly projectId: string,
@@ -43,6 +45,7 @@ export class ModelCall {
     /** false: a stored object is read (its usage was counted when it was created). */
     private readonly options: { metersTokens: boolean } = { metersTokens: true },
   ) {
+    modelCallFactsOf(request);
     request.quota?.claim();
   }
 

@@ -1,4 +1,5 @@
 import { Pool } from 'undici';
+import { modelNotFound } from '../http/errors.js';
 import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
 import { pricingFrom, type Pricing } from '../core/pricing.js';
 import { ByteToken } from '../core/json-bytes.js';
@@ -86,6 +87,13 @@ export class ModelRegistry {
 
   get(id: string): RegisteredModel | undefined {
     return this.models.get(id);
+  }
+
+  /** The model a model route may use: known, and listing the route's endpoint in the config; else 404. */
+  serving(id: string, endpoint: ModelEndpointName): RegisteredModel {
+    const model = this.models.get(id);
+    if (!model || !model.endpoints.includes(endpoint)) throw modelNotFound();
+    return model;
   }
 
   list(): RegisteredModel[] {

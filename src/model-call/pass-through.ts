@@ -1,14 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../routes/app-context.js';
+import type { ModelCallContext } from './model-call-context.js';
 import type { Target } from './model-registry.js';
-import { estimatePromptTokens, type Operation } from '../core/operations.js';
+import { estimatePromptTokens, tokenOperationOf } from '../core/operations.js';
+import { modelCallFactsOf } from './route-facts.js';
 import { upstreamBody } from './upstream-body.js';
 import type { Attempt } from './upstream-call.js';
 import { ModelCall } from './model-call.js';
 import { relayJson } from './json-relay.js';
 import { relayStream } from './stream-relay.js';
-import { principalOf } from '../routes/principal-of-request.js';
-import { modelFor } from './resource-call.js';
 
 /** What the gateway reads of an OpenAI model request (completions, embeddings, responses); the rest rides along. */
 export interface ModelRequestBody {
@@ -33,15 +32,16 @@ export interface ProxyHooks {
  * the same auth, admission, usage, metrics, timeouts and fallbacks as chat.
  */
 export async function proxyModelRequest(
-  ctx: AppContext,
+  ctx: ModelCallContext,
   request: FastifyRequest,
   reply: FastifyReply,
-  operation: Operation,
+  projectId: string,
   hooks: ProxyHooks = {},
 ): Promise<never> {
-  const { projectId } = principalOf(request);
+  const operation = tokenOperationOf(modelCallFactsOf(request).work);
+  if (operation === undefined) throw new Error(`route ${request.routeOptions.url} is not a token operation`);
   const body = request.body as ModelRequestBody;
-  const model = modelFor(ctx, body.model, operation.endpoint);
+  const model = ctx.models.serving(body.model, operation.endpoint);
   const call = new ModelCall(ctx, request, reply, projectId, model, operation, operation.streams && body.stream === true);
   const estimate = () => estimatePromptTokens(operation, body);
   return call.run(async () => {

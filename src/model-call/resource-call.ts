@@ -1,21 +1,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../routes/app-context.js';
-import type { ModelEndpointName } from '../config/schema.js';
+import type { ModelCallContext } from './model-call-context.js';
 import { modelNotFound, upstreamError } from '../http/errors.js';
 import { costOf } from '../core/pricing.js';
 import type { RegisteredModel, Target } from './model-registry.js';
-import { readBounded, requestWithFallback, sendToTarget, type TargetRequest, type UpstreamResponse } from './upstream-call.js';
+import { readBounded, requestWithFallback, sendToTarget, type TargetRequest } from './upstream-call.js';
+import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
 import { ClientGone } from './upstream-errors.js';
+import { modelCallFactsOf } from './route-facts.js';
 
 const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
-
-/** The model a creation route may use: known, and listing this endpoint in the config. */
-export function modelFor(ctx: AppContext, modelId: string, endpoint: ModelEndpointName): RegisteredModel {
-  const model = ctx.models.get(modelId);
-  if (!model || !model.endpoints.includes(endpoint)) throw modelNotFound();
-  return model;
-}
 
 /**
  * Sends a creation request (fine-tuning job, transcription, image, speech) to the model's
@@ -23,12 +17,13 @@ export function modelFor(ctx: AppContext, modelId: string, endpoint: ModelEndpoi
  * disconnect cancels it, upstream failures map to the error table.
  */
 export async function callResource(
-  ctx: AppContext,
+  ctx: ModelCallContext,
   request: FastifyRequest,
   reply: FastifyReply,
   model: RegisteredModel,
   requestFor: (upstreamModel: string) => TargetRequest,
 ): Promise<UpstreamResponse & { target: Target }> {
+  modelCallFactsOf(request);
   const signal = new CallSignal();
   reply.raw.once('close', () => {
     if (!reply.raw.writableEnded) signal.abort(new ClientGone());

@@ -1,7 +1,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { upstreamError, type ApiError } from '../http/errors.js';
 import { SseRelay } from './sse-relay.js';
-import type { Attempt, UpstreamResponse } from './upstream-call.js';
+import type { Attempt } from './upstream-call.js';
+import type { UpstreamResponse } from './upstream-response.js';
 import { mapUpstreamFailure } from './upstream-errors.js';
 import type { ModelCall } from './model-call.js';
 

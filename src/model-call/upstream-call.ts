@@ -9,14 +9,7 @@ import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from
 import type { Operation } from '../core/operations.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 import { sendWhole } from './whole-reply.js';
-
-export interface UpstreamResponse {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Readable;
-  /** The whole body, when the call asked for it so (`CallOptions.wholeLimit`): read it instead of `body`. */
-  whole?: Promise<Buffer>;
-}
+import type { UpstreamResponse } from './upstream-response.js';
 
 export interface CallOptions {
   requestId: string;

@@ -1,5 +1,5 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
-import { estimatePromptTokens, OPERATIONS, type Operation } from '../core/operations.js';
+import { estimatePromptTokens, tokenOperationOf, type ModelWork } from '../core/operations.js';
 import { costOf, pricingFrom, type Pricing } from '../core/pricing.js';
 
 /** What a model request is charged at admission, before it has used anything. */
@@ -11,14 +11,6 @@ export interface Charge {
   /** The model's price: what the reservation is costed at, and the real usage when no target priced it. */
   pricing: Pricing | null;
 }
-
-/** Model routes that consume tokens, by route pattern. Other model routes (images, audio, fine-tuning) reserve none. */
-const TOKEN_OPERATIONS: Record<string, Operation> = {
-  '/v1/chat/completions': OPERATIONS.chat,
-  '/v1/completions': OPERATIONS.completions,
-  '/v1/embeddings': OPERATIONS.embeddings,
-  '/v1/responses': OPERATIONS.responses,
-};
 
 const OUTPUT_FIELDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const;
 
@@ -41,10 +33,11 @@ export class RequestCharges {
     this.defaultMaxOutput = config.rate_limits.default_max_output_tokens;
   }
 
-  of(routeUrl: string | undefined, body: unknown): Charge {
+  /** `work`: what the route declares it creates (its route facts); images, audio and fine-tuning reserve no tokens. */
+  of(work: ModelWork, body: unknown): Charge {
     const fields = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
     const model = typeof fields.model === 'string' ? this.models.get(fields.model) : undefined;
-    const operation = routeUrl === undefined ? undefined : TOKEN_OPERATIONS[routeUrl];
+    const operation = tokenOperationOf(work);
     if (!operation) return { tokens: 0, promptTokens: 0, cost: 0, pricing: model?.pricing ?? null };
     const promptTokens = estimatePromptTokens(operation, fields);
     const output = operation.name === 'embeddings' ? 0 : this.outputOf(fields, model?.maxOutput);

@@ -6,7 +6,6 @@ import { budgetPeriodsAt } from '../quota/budget-periods.js';
 import { QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge } from '../quota/request-charge.js';
 import { managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
-import { routeKindOf } from '../quota/route-kind.js';
 
 /**
  * Runs right after authentication on every /v1 request: one admission decision (the model policy
@@ -19,12 +18,12 @@ import { routeKindOf } from '../quota/route-kind.js';
 export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const { projectId, keyId } = request.principal!;
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
-  const routeUrl = request.routeOptions.url;
   let model: string | null = null;
   let clientGone = false;
-  if (routeKindOf(request.method, routeUrl) === 'model') {
+  const facts = request.routeOptions.config.modelCall;
+  if (facts?.traffic === 'model') {
     model = configuredModelOf(ctx, request.body);
-    const charge = ctx.charges.of(routeUrl, request.body);
+    const charge = ctx.charges.of(facts.work, request.body);
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now());

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseEventData } from '../../src/model-call/sse-relay.js';
-import { StreamedReply } from '../../src/model-call/chat-transcript.js';
+import { ChatTranscript } from '../../src/model-call/chat-transcript.js';
 
 /** The reference: every event parsed whole, the first choice's delta read from the parsed object. */
 function referenceMessage(events: Buffer[]): unknown {
@@ -64,17 +64,17 @@ const events: Buffer[] = [
   Buffer.from(`event: message\ndata: ${chunk([{ index: 0, delta: { content: ' with event field' } }])}\n\n`),
 ];
 
-describe('StreamedReply', () => {
+describe('ChatTranscript', () => {
   it('assembles each event as parsing it whole would', () => {
     for (const event of events) {
-      const reply = new StreamedReply();
+      const reply = new ChatTranscript();
       reply.onEvent(event);
       expect(reply.message(), event.toString()).toEqual(referenceMessage([event]));
     }
   });
 
   it('assembles a whole stream of mixed events as the reference does', () => {
-    const reply = new StreamedReply();
+    const reply = new ChatTranscript();
     for (const event of events) reply.onEvent(event);
     const expected = referenceMessage(events);
     expect(reply.message()).toEqual(expected);

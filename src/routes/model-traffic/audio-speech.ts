@@ -6,7 +6,7 @@ import { ErrorResponse, errorResponses } from '../../http/schemas.js';
 import { audioDurationSeconds } from '../../model-call/audio-duration.js';
 import { principalOf } from '../principal-of-request.js';
 import { newRecord, registerRecord } from '../management/record-updates.js';
-import { callResource, modelFor, readReplyBytes } from '../../model-call/resource-call.js';
+import { callResource, readReplyBytes } from '../../model-call/resource-call.js';
 
 const SPEECH_LIMIT_BYTES = 64 * 1024 * 1024;
 
@@ -24,6 +24,7 @@ export const audioSpeechRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
   app.post(
     '/v1/audio/speech',
     {
+      config: { modelCall: { traffic: 'model', work: 'audio_speech' } },
       schema: {
         summary: 'Generate speech at the backend the model routes to; the body is the audio, its asset id is in x-asset-id',
         body: SpeechBody,
@@ -37,7 +38,7 @@ export const audioSpeechRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
     },
     async (request, reply) => {
       const { projectId } = principalOf(request);
-      const model = modelFor(ctx, request.body.model, 'audio');
+      const model = ctx.models.serving(request.body.model, 'audio');
       const response = await callResource(ctx, request, reply, model, (upstreamModel) => ({
         path: '/audio/speech',
         body: JSON.stringify({ ...request.body, model: upstreamModel }),

@@ -9,7 +9,7 @@ import { ApiError, invalidParameter, payloadTooLarge } from '../../http/errors.j
 import { mintId } from '../../core/ids.js';
 import { audioDurationSeconds } from '../../model-call/audio-duration.js';
 import { principalOf } from '../principal-of-request.js';
-import { callResource, modelFor, readReplyBytes, readReplyJson, resourceUsage, withoutEnvelopeFields } from '../../model-call/resource-call.js';
+import { callResource, readReplyBytes, readReplyJson, resourceUsage, withoutEnvelopeFields } from '../../model-call/resource-call.js';
 import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
 import { RecordTimes } from '../management/record-schemas.js';
 import { newRecord, recordView, registerRecord, updateOwnRecord } from '../management/record-updates.js';
@@ -86,6 +86,7 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
   app.post(
     '/v1/audio/transcriptions',
     {
+      config: { modelCall: { traffic: 'model', work: 'audio_transcriptions' } },
       // The multipart reader enforces the file limit itself; this only keeps Fastify's out of its way.
       bodyLimit: uploadLimit + 1024 * 1024,
       schema: {
@@ -99,7 +100,7 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
       if (!fields.model) throw invalidParameter("Missing required parameter 'model'.", 'model');
       if (!file) throw invalidParameter("Missing required parameter 'file'.", 'file');
       const language = fields.language === undefined ? undefined : canonicalLanguage(fields.language);
-      const model = modelFor(ctx, fields.model, 'audio');
+      const model = ctx.models.serving(fields.model, 'audio');
       const response = await callResource(ctx, request, reply, model, (upstreamModel) => {
         const form = new FormData();
         for (const [name, value] of Object.entries(fields)) form.append(name, name === 'model' ? upstreamModel : value);

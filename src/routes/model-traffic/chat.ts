@@ -4,12 +4,11 @@ import { ErrorResponse, errorResponses } from '../../http/schemas.js';
 import { OPERATIONS, estimatePromptTokens } from '../../core/operations.js';
 import { upstreamBody } from '../../model-call/upstream-body.js';
 import { planConversation, storeExchange } from '../../model-call/chat-conversation.js';
-import { StreamedReply } from '../../model-call/chat-transcript.js';
+import { ChatTranscript } from '../../model-call/chat-transcript.js';
 import { completeJson } from '../../model-call/chat-json-reply.js';
 import { ChatBodySchema, ChatCompletion, type ChatBody } from '../../model-call/chat-schema.js';
 import { ModelCall } from '../../model-call/model-call.js';
 import { relayStream } from '../../model-call/stream-relay.js';
-import { modelFor } from '../../model-call/resource-call.js';
 import { principalOf } from '../principal-of-request.js';
 
 /** Fields of a chat request the gateway consumes and does not send upstream. */
@@ -20,6 +19,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
   app.post(
     '/v1/chat/completions',
     {
+      config: { modelCall: { traffic: 'model', work: 'chat' } },
       schema: {
         summary: 'Create a chat completion (stream: true for server-sent events)',
         body: ChatBodySchema,
@@ -29,7 +29,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
     async (request, reply) => {
       const principal = principalOf(request);
       const body = request.body as ChatBody;
-      const model = modelFor(ctx, body.model, 'chat');
+      const model = ctx.models.serving(body.model, 'chat');
       const plan = await planConversation(ctx, principal.projectId, body, Number(request.headers['content-length']) || 0);
       const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
       const estimate = () => estimatePromptTokens(chat, body, plan.history);
@@ -38,7 +38,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
           upstreamBody(body, upstreamModel, { drop: GATEWAY_FIELDS, history: plan.history, askStreamUsage: true }),
         );
         if (!call.stream) return completeJson(call, sent, body, plan, estimate);
-        const transcript = plan.store && plan.id !== null ? new StreamedReply() : null;
+        const transcript = plan.store && plan.id !== null ? new ChatTranscript() : null;
         return relayStream(call, sent, {
           hideUsage: body.stream_options?.include_usage !== true,
           estimatePromptTokens: estimate,

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../app-context.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
-import { OPERATIONS } from '../../core/operations.js';
+import { principalOf } from '../principal-of-request.js';
 import { proxyModelRequest } from '../../model-call/pass-through.js';
 import { modelRequestSchema, OpenAiObject } from './model-request-schema.js';
 
@@ -11,13 +11,17 @@ export const completionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.post(
     '/v1/completions',
     {
+      config: { modelCall: { traffic: 'model', work: 'completions' } },
       schema: { summary: 'Create a text completion (legacy; stream: true for server-sent events)', body: modelRequestSchema(), response: responses },
     },
-    (request, reply) => proxyModelRequest(ctx, request, reply, OPERATIONS.completions),
+    (request, reply) => proxyModelRequest(ctx, request, reply, principalOf(request).projectId),
   );
   app.post(
     '/v1/embeddings',
-    { schema: { summary: 'Create embeddings (prompt tokens are counted)', body: modelRequestSchema(), response: responses } },
-    (request, reply) => proxyModelRequest(ctx, request, reply, OPERATIONS.embeddings),
+    {
+      config: { modelCall: { traffic: 'model', work: 'embeddings' } },
+      schema: { summary: 'Create embeddings (prompt tokens are counted)', body: modelRequestSchema(), response: responses },
+    },
+    (request, reply) => proxyModelRequest(ctx, request, reply, principalOf(request).projectId),
   );
 };

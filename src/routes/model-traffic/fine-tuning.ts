@@ -6,7 +6,7 @@ import { upstreamError } from '../../http/errors.js';
 import { UPSTREAM_ID_PATTERN } from '../../core/ids.js';
 import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
 import { principalOf } from '../principal-of-request.js';
-import { callResource, modelFor, readReplyJson, withoutEnvelopeFields } from '../../model-call/resource-call.js';
+import { callResource, readReplyJson, withoutEnvelopeFields } from '../../model-call/resource-call.js';
 import { Metadata, MetadataPatch, RecordTimes } from '../management/record-schemas.js';
 import { newRecord, recordView, registerRecord, updateOwnRecord } from '../management/record-updates.js';
 
@@ -38,6 +38,7 @@ export const fineTuningRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.post(
     '/v1/fine_tuning/jobs',
     {
+      config: { modelCall: { traffic: 'model', work: 'fine_tuning' } },
       schema: {
         summary: 'Create a fine-tuning job at the backend the model routes to, registered to the calling project',
         body: CreateJobBody,
@@ -48,7 +49,7 @@ export const fineTuningRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
       const { projectId } = principalOf(request);
       // `name` is the gateway's label for the job; the backend does not know it.
       const { name, ...forwarded } = request.body;
-      const model = modelFor(ctx, forwarded.model, 'fine_tuning');
+      const model = ctx.models.serving(forwarded.model, 'fine_tuning');
       const response = await callResource(ctx, request, reply, model, (upstreamModel) => ({
         path: '/fine_tuning/jobs',
         body: JSON.stringify({ ...forwarded, model: upstreamModel }),

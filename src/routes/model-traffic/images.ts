@@ -7,7 +7,7 @@ import { mintId } from '../../core/ids.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
 import { principalOf } from '../principal-of-request.js';
 import { newRecord, registerRecord } from '../management/record-updates.js';
-import { callResource, modelFor, readReplyJson, resourceUsage } from '../../model-call/resource-call.js';
+import { callResource, readReplyJson, resourceUsage } from '../../model-call/resource-call.js';
 
 /** What the gateway checks; size, quality, response_format, … pass through. */
 const GenerateBody = Type.Object(
@@ -33,6 +33,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
   app.post(
     '/v1/images/generations',
     {
+      config: { modelCall: { traffic: 'model', work: 'images' } },
       schema: {
         summary: 'Generate images at the backend the model routes to; each image becomes an asset of the project',
         body: GenerateBody,
@@ -41,7 +42,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
     },
     async (request, reply) => {
       const { projectId } = principalOf(request);
-      const model = modelFor(ctx, request.body.model, 'images');
+      const model = ctx.models.serving(request.body.model, 'images');
       const response = await callResource(ctx, request, reply, model, (upstreamModel) => ({
         path: '/images/generations',
         body: JSON.stringify({ ...request.body, model: upstreamModel }),

@@ -42,6 +42,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
   app.post(
     '/v1/responses',
     {
+      config: { modelCall: { traffic: 'model', work: 'responses' } },
       schema: {
         summary: 'Create a model response (stream: true for server-sent events with event: lines)',
         body: modelRequestSchema({
@@ -66,7 +67,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
         return ctx.store.responses.claim(projectId, id, { model: body.model, targetIndex }, ttlMs);
       };
       let claimed = false;
-      return proxyModelRequest(ctx, request, reply, OPERATIONS.responses, {
+      return proxyModelRequest(ctx, request, reply, projectId, {
         targets,
         onReply: (bytes, targetIndex) => claim(firstStringValue(bytes, ID_KEY), targetIndex),
         onEvent: (event, targetIndex) => {
@@ -84,6 +85,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
     app.route({
       method,
       url: `/v1/responses/:response_id${suffix}`,
+      config: { modelCall: { traffic: 'stored', work: 'responses' } },
       schema: { summary, params: ResponseParams, response: answers },
       handler: async (request, reply) => {
         const { projectId } = principalOf(request);
