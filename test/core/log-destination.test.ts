@@ -110,7 +110,7 @@ describe('log destination', () => {
     const lines = 300;
     writeFileSync(
       script,
-      `import { createLogger, flushLogger, logDestination } from ${JSON.stringify(join(__dirname, '../../src/logger.ts'))};
+      `import { createLogger, flushLogger, logDestination } from ${JSON.stringify(join(__dirname, '../../src/core/logger.ts'))};
       import { openSync } from 'node:fs';
       let dropped = 0;
       const logger = createLogger('info', logDestination((count) => (dropped += count), openSync(${JSON.stringify(path)}, 'w')));
@@ -133,7 +133,7 @@ describe('log destination', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-log-'));
     const path = join(dir, 'log');
     const script = `
-      import { createLogger, logDestination } from './src/logger.ts';
+      import { createLogger, logDestination } from './src/core/logger.ts';
       import { openSync } from 'node:fs';
       const logger = createLogger('info', logDestination(() => {}, openSync(${JSON.stringify(path)}, 'w')));
       logger.info('first');
