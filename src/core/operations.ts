@@ -1,4 +1,6 @@
-import type { ModelEndpointName } from '../config/schema.js';
+/** The `models[].endpoints` names: which model routes a model may serve. */
+export const MODEL_ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning'] as const;
+export type ModelEndpointName = (typeof MODEL_ENDPOINTS)[number];
 import { ByteToken } from './json-bytes.js';
 
 /** The OpenAI model routes the gateway proxies, and what differs between them. */

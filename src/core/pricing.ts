@@ -1,5 +1,3 @@
-import type { PricingConfig } from '../config/schema.js';
-
 /** Prices of a target, in dollars per million tokens. */
 export interface Pricing {
   inputPerMillion: number;
@@ -13,6 +11,6 @@ export function costOf(pricing: Pricing | null | undefined, promptTokens: number
 }
 
 /** The prices of a `pricing` config entry; null when the entry has none. */
-export function pricingFrom(config: PricingConfig | undefined): Pricing | null {
+export function pricingFrom(config: { input_per_million: number; output_per_million: number } | undefined): Pricing | null {
   return config ? { inputPerMillion: config.input_per_million, outputPerMillion: config.output_per_million } : null;
 }
