@@ -38,5 +38,5 @@ COPY config ./config
 # Files stay owned by root and read-only for the runtime user.
 USER 1000:1000
 EXPOSE 8080 9464
-# The Node flags of `npm start` (package.json), which a test keeps equal: see the README, "Node flags".
+# The Node flags of `npm start` (package.json), which a test keeps equal: see docs/operations.md, "Node flags and process memory".
 CMD ["node", "--no-memory-reducer", "dist/src/server.js"]

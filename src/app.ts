@@ -180,7 +180,7 @@ function ownStoreHealth(store: Store, app: FastifyInstance): StoreHealth {
 
 /**
  * The Redis-backed (or in-memory) usage meter; its last flush runs when the app closes, and
- * what it could not write then is reported: those records are lost (README, "Usage").
+ * what it could not write then is reported: those records are lost (docs/limits-and-usage.md, "Usage").
  */
 function createUsageMeter(config: GatewayConfig, store: Store, metrics: Metrics, app: FastifyInstance, health: StoreHealth): UsageMeter {
   const meter = new BufferedUsageMeter({

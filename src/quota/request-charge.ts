@@ -15,7 +15,7 @@ export interface Charge {
 const OUTPUT_FIELDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const;
 
 /**
- * The reservation of a model request (DESIGN.md section 7): its prompt's estimated tokens plus
+ * The reservation of a model request (docs/limits-and-usage.md, "Token rate"): its prompt's estimated tokens plus
  * the output it may produce (`max_tokens` / `max_completion_tokens` / `max_output_tokens`, else the
  * model's `max_output_tokens` capped by `rate_limits.default_max_output_tokens`, else that default).
  *

@@ -16,7 +16,7 @@ const Model = Type.String({ minLength: 1, maxLength: 256 });
 
 /**
  * Registers records that were created outside the gateway (directly at a backend), so
- * their project can manage them through the SPEC endpoints. Lives in the admin scope.
+ * their project can manage them through the /v1 record routes. Lives in the admin scope.
  */
 export const adminRecordRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const register = async <View>(requestId: string, record: ManagedRecord): Promise<View> => {

@@ -22,7 +22,7 @@ const projectView = (project: ProjectRecord) => ({
   updated_at: project.updated_at,
 });
 
-/** SPEC endpoints 7, 8, 9: a key acts on its own project only (403 otherwise, existing or not); its policy stays within its ceilings. */
+/** Projects, rate limits and usage (docs/api.md): a key acts on its own project only (403 otherwise, existing or not); its policy stays within its ceilings. */
 export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { store, now } = ctx;
 

@@ -56,7 +56,7 @@ export interface CoveredWindow {
 }
 
 /**
- * The window DESIGN.md section 7 answers for `[startMs, endMs)`: minute buckets when the
+ * The window docs/limits-and-usage.md ("Usage") answers for `[startMs, endMs)`: minute buckets when the
  * window's first minute is still kept, hour buckets otherwise; widened to the edges of the
  * buckets it overlaps (and of `widthMs`, when buckets are asked for), so every bucket
  * that overlaps it counts whole; then clipped to the retained buckets (the oldest kept

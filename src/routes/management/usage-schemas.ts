@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { IsoTime, Nullable } from '../../http/schemas.js';
 
-/** The usage endpoint's query and answer (SPEC endpoint 9, README "Usage"). */
+/** The usage endpoint's query and answer (docs/limits-and-usage.md, "Usage"). */
 export const UsageQuerySchema = Type.Object(
   {
     start_time: Type.Optional(IsoTime),
