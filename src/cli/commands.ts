@@ -1,5 +1,5 @@
 import { CliError, type GatewayClient } from './gateway-client.js';
-import { renderTable } from './table.js';
+import { type Cell, renderTable } from './table.js';
 
 export type Flags = Record<string, string | boolean | undefined>;
 
@@ -38,16 +38,21 @@ interface Page<T> {
   next_cursor: string | null;
 }
 
-interface Usage {
+interface UsageMeasures {
   start_time: string;
   end_time: string;
   requests: number;
   tokens: { prompt: number; completion: number; total: number };
   image_generations: number;
   audio_seconds: number;
+  cost?: number;
+}
+
+interface Usage extends UsageMeasures {
   storage_bytes: number;
   granularity: string;
-  buckets?: (Omit<Usage, 'storage_bytes' | 'granularity' | 'buckets'> & { start_time: string })[];
+  bucket_width?: string;
+  buckets?: UsageMeasures[];
 }
 
 function arg(context: CommandContext, index: number, name: string): string {
@@ -118,6 +123,30 @@ const keyTable = (keys: ApiKey[]) =>
     ['id', 'name', 'key', 'created_at', 'expires_at', 'last_used_at'],
     keys.map((key) => [key.id, key.name, key.redacted_value, key.created_at, key.expires_at, key.last_used_at]),
   );
+
+const isEmpty = (u: UsageMeasures) =>
+  u.requests === 0 && u.tokens.total === 0 && u.image_generations === 0 && u.audio_seconds === 0 && (u.cost ?? 0) === 0;
+
+/**
+ * The buckets as table rows, each run of two or more empty ones folded into one line that
+ * says how many and which: a day of 1m buckets is 1,440 rows, mostly zeros.
+ */
+function foldEmpty(buckets: UsageMeasures[], width: string, row: (start: string, u: UsageMeasures) => Cell[]): (Cell[] | string)[] {
+  const rows: (Cell[] | string)[] = [];
+  for (let i = 0; i < buckets.length; ) {
+    let end = i;
+    while (end < buckets.length && isEmpty(buckets[end]!)) end++;
+    if (end - i >= 2) {
+      const count = (end - i).toLocaleString('en-US');
+      rows.push(`… ${count} empty ${width} buckets from ${buckets[i]!.start_time} to ${buckets[end - 1]!.end_time} …`);
+      i = end;
+    } else {
+      rows.push(row(buckets[i]!.start_time, buckets[i]!));
+      i++;
+    }
+  }
+  return rows;
+}
 
 export const commands: Record<string, (context: CommandContext) => Promise<void>> = {
   async 'projects create'(context) {
@@ -219,9 +248,11 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
     };
     const usage = await context.client.call<Usage>('project', 'GET', `/v1/projects/${encodeURIComponent(projectId)}/usage${query(params)}`);
     show(context, usage, () => {
-      const header = `usage of ${projectId} from ${usage.start_time} to ${usage.end_time} (${usage.granularity} buckets)\n`;
+      // bucket_width is the width of the rows; granularity only the resolution the gateway kept the window at.
+      const shape = usage.bucket_width ? `${usage.bucket_width} buckets; ` : 'total; ';
+      const header = `usage of ${projectId} from ${usage.start_time} to ${usage.end_time} (${shape}stored per ${usage.granularity})\n`;
       const columns = ['start', 'requests', 'prompt tokens', 'completion tokens', 'total tokens', 'images', 'audio s'];
-      const row = (start: string, u: Omit<Usage, 'storage_bytes' | 'granularity' | 'buckets'>) => [
+      const row = (start: string, u: UsageMeasures): Cell[] => [
         start,
         u.requests,
         u.tokens.prompt,
@@ -230,7 +261,7 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
         u.image_generations,
         u.audio_seconds,
       ];
-      const rows = (usage.buckets ?? []).map((bucket) => row(bucket.start_time, bucket));
+      const rows = foldEmpty(usage.buckets ?? [], usage.bucket_width ?? '', row);
       rows.push(row('total', usage));
       return `${header}${renderTable(columns, rows)}storage: ${usage.storage_bytes} bytes\n`;
     });

@@ -123,7 +123,7 @@ describe('nova-gateway CLI against the running gateway', () => {
     const run = await cli(['usage', projectId, '--bucket-width', '1h'], env);
     expect(run.code).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(new RegExp(`^usage of ${projectId} from \\S+ to \\S+ \\(minute buckets\\)$`));
+    expect(lines[0]).toMatch(new RegExp(`^usage of ${projectId} from \\S+ to \\S+ \\(1h buckets; stored per minute\\)$`));
     expect(lines[1]).toMatch(/^start\s+requests\s+prompt tokens\s+completion tokens\s+total tokens\s+images\s+audio s$/);
     const total = lines.find((line) => line.startsWith('total'))!.split(/\s+/);
     // The CLI's own usage read is admitted too, so it may count one more request than the JSON read did.
@@ -131,6 +131,36 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(Number(total[4])).toBe(json.tokens.total);
     expect(lines.filter((line) => /^\d{4}-/.test(line)).length).toBeGreaterThanOrEqual(1);
     expect(lines.at(-1)).toMatch(/^storage: \d+ bytes$/);
+  });
+
+  it('usage folds runs of empty buckets into one line and heads the table with their width', async () => {
+    const env = { NOVA_URL: gateway.url, NOVA_API_KEY: secret };
+    // A fixed day of minutes: the end is the next minute edge, which the gateway clips to no earlier edge.
+    const endMs = Math.floor(Date.now() / 60_000) * 60_000 + 60_000;
+    const window = ['--start-time', new Date(endMs - 24 * 3_600_000).toISOString(), '--end-time', new Date(endMs).toISOString()];
+    const json = JSON.parse((await cli(['usage', projectId, ...window, '--bucket-width', '1m', '--json'], env)).stdout);
+    expect(json.buckets.length).toBe(1440);
+    const run = await cli(['usage', projectId, ...window, '--bucket-width', '1m'], env);
+    expect(run.code).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`usage of ${projectId} from ${json.start_time} to ${json.end_time} (1m buckets; stored per minute)`);
+    expect(lines.length).toBeLessThan(30); // was 1,446
+    const folds = lines.map((line) => /^… ([\d,]+) empty 1m buckets from (\S+) to (\S+) …$/.exec(line)).filter((fold) => fold !== null);
+    expect(folds[0]![2]).toBe(json.buckets[0].start_time);
+    expect(Number(folds[0]![1]!.replace(/,/g, ''))).toBeGreaterThan(1000);
+    expect(folds[0]![1]).toMatch(/^\d,\d{3}$/);
+    // Every bucket is a row or inside a fold; an empty one is a row only alone, between two with usage.
+    const rows = lines.filter((line) => /^\d{4}-/.test(line));
+    const folded = folds.reduce((sum, fold) => sum + Number(fold[1]!.replace(/,/g, '')), 0);
+    expect(rows.length + folded).toBe(json.buckets.length);
+    expect(rows.length).toBeGreaterThanOrEqual(1);
+    const empty = (line: string | undefined) => line !== undefined && /^\d{4}-\S+(\s+0)+$/.test(line);
+    expect(lines.filter((line, i) => empty(line) && empty(lines[i + 1]))).toEqual([]);
+
+    const days = await cli(['usage', projectId, '--bucket-width', '1d'], env);
+    expect(days.stdout.split('\n')[0]).toMatch(/ \(1d buckets; stored per minute\)$/);
+    const total = await cli(['usage', projectId], env);
+    expect(total.stdout.split('\n')[0]).toMatch(/ \(total; stored per minute\)$/);
   });
 
   it('usage checks --bucket-width itself and names the widths the gateway accepts', async () => {
