@@ -15,17 +15,30 @@
 -- - `rl:burst` (tokens, at), `rl:leases` (a sorted set: one member per request in flight, scored by
 --   its expiry), `rl:budget` (day, dt, month, mt, mc: the current UTC day's and month's charges).
 --
--- One project's admission work of one event-loop turn, in one call: the requests that ended
--- are settled, then the new ones admitted in order, each seeing the writes of those before it,
+-- One project's settlements and admissions of one event-loop turn, in one call: the requests that
+-- ended are settled, then the new ones admitted in order, each seeing the writes of those before it,
 -- exactly as one call each would at the same instant.
 --
 -- KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash.
--- ARGV: one JSON array A (one argument to encode and to parse, where a hundred separate ones cost
--- the client more for each than the array costs the script): window ms, sub-windows N, burst window ms, exact-log maximum, lease TTL ms, default rpm,
--- default burst, number of settlements S; then S settlements (SETTLE_FIELDS values each: slot,
--- rate tokens charged (-1: none), day tokens charged, month tokens charged, cost charged (-1:
--- none), tokens used, cost used, day, month, request id, lease taken (1/0)); then the admissions
--- (ADMIT_FIELDS values each: request id, tokens to reserve, cost to reserve, day, month).
+-- ARGV[1]: one JSON object (one argument to encode and to parse, where a hundred separate ones cost
+-- the client more for each than one argument costs the script):
+--   windowMs, subWindows, burstWindowMs, exactLogMax, leaseTtlMs: the admission settings;
+--   defaultRequestsPerMinute, defaultBurstLimit: the policy of a project hash without one;
+--   settlements: [{id, slot, rateTokens?, dayTokens?, monthTokens?, monthCost?, usedTokens, usedCost,
+--     day, month, lease?}]: a reservation (a charge is absent when it was not made; lease is true
+--     when the request holds one) and what the request really used;
+--   admissions: [{id, tokens, cost, day, month}]: what each request asks.
+-- Returns a JSON object: {} without admissions, else
+--   slot: the sub-window the token charges went to (an integer in a string: exact at any size);
+--   policy: the project's limits (requests_per_minute, burst_limit, tokens_per_minute,
+--     max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost; the optional ones as the
+--     hash holds them, strings, or null when unset);
+--   decisions: one per admission, in order: {refusedBy (absent: admitted), remaining, resetMs,
+--     burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs,
+--     chargedRate, chargedDay, chargedMonth, chargedCost (true when the admission charged the
+--     request's tokens, or its cost, to that limit; absent when not), lease (true when a lease was
+--     taken; absent when not), day, month (the budget periods charged)}.
+-- cjson writes numbers with 14 significant digits: every number in the reply stays below 10^13.
 --
 -- Settling: each charge becomes the real usage where it still counts: in its sub-window while
 -- that is in the window (else an excess is added to the current one), in its budget period while
@@ -35,18 +48,16 @@
 -- Each hash is read once and written once per call, whatever the number of requests it carries:
 -- the counters live in locals in between (the script runs atomically, so no one sees them stale),
 -- which keeps a busy project's Redis time per request to its lease's ZADD and ZREM.
--- Returns 24 values per admission (see redis-quota-store.ts).
--- SETTLE_FIELDS and ADMIT_FIELDS: set before this by the caller.
-local A = cjson.decode(ARGV[1])
-local SUB = KEYS[4]
+local PROJECT, LOG, BURST, SUB, LEASES, BUDGET = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local Q = cjson.decode(ARGV[1])
 
 -- Brings `rl:sub` (SUB) up to the current sub-window: subtracts and deletes what left the window.
 -- The current sub-window's counters (`rcur`, `tcur`) and the running sums are held in locals and
 -- written once, by saveSub, at the end of the call.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(A[1])
-local n = tonumber(A[2])
+local window = Q.windowMs
+local n = Q.subWindows
 local sub = window / n
 local cur = math.floor(now / sub)
 local first = cur - n
@@ -91,15 +102,14 @@ local function drain(prefix, total, target)
   end
   return window
 end
-local burstWindow = tonumber(A[3])
-local leaseTtl = tonumber(A[5])
-local admissionsFrom = 9 + tonumber(A[8]) * SETTLE_FIELDS
+local burstWindow = Q.burstWindowMs
+local leaseTtl = Q.leaseTtlMs
 
 -- The budget hash, read at most once per call and written once at its end.
 local bud, budChanged = nil, false
 local function budget()
   if not bud then
-    local v = redis.call('HMGET', KEYS[6], 'day', 'dt', 'month', 'mt', 'mc')
+    local v = redis.call('HMGET', BUDGET, 'day', 'dt', 'month', 'mt', 'mc')
     bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5])}
   end
   return bud
@@ -107,10 +117,10 @@ end
 
 -- earlier sub-windows' token counts that settlements correct: each read and written once
 local earlier, released = {}, {}
-for o = 9, admissionsFrom - 1, SETTLE_FIELDS do
-  local slot, rateTokens, dayTokens, monthTokens, costCharged = tonumber(A[o]), tonumber(A[o + 1]), tonumber(A[o + 2]), tonumber(A[o + 3]), tonumber(A[o + 4])
-  local usedTokens, usedCost = tonumber(A[o + 5]), tonumber(A[o + 6])
-  if rateTokens >= 0 then
+for _, settled in ipairs(Q.settlements) do
+  local slot, rateTokens, dayTokens, monthTokens, monthCost = settled.slot, settled.rateTokens, settled.dayTokens, settled.monthTokens, settled.monthCost
+  local usedTokens, usedCost = settled.usedTokens, settled.usedCost
+  if rateTokens then
     local delta = usedTokens - rateTokens
     if slot == cur then
       local v = tcur + delta
@@ -128,27 +138,28 @@ for o = 9, admissionsFrom - 1, SETTLE_FIELDS do
     end
     if ts < 0 then ts = 0 end
   end
-  if dayTokens >= 0 or monthTokens >= 0 or costCharged >= 0 then
+  if dayTokens or monthTokens or monthCost then
     local g = budget()
-    if dayTokens >= 0 and g.day == A[o + 7] then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
-    if monthTokens >= 0 and g.month == A[o + 8] then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
-    if costCharged >= 0 and g.month == A[o + 8] then g.mc, budChanged = g.mc + usedCost - costCharged, true end
+    if dayTokens and g.day == settled.day then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
+    if monthTokens and g.month == settled.month then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
+    if monthCost and g.month == settled.month then g.mc, budChanged = g.mc + usedCost - monthCost, true end
   end
-  if A[o + 10] == 1 then released[#released + 1] = A[o + 9] end
+  if settled.lease then released[#released + 1] = settled.id end
 end
-if #released > 0 then redis.call('ZREM', KEYS[5], unpack(released)) end
+if #released > 0 then redis.call('ZREM', LEASES, unpack(released)) end
 for slot, v in pairs(earlier) do redis.call('HSET', SUB, 't' .. slot, int(v)) end
 
-local out = {}
-if admissionsFrom <= #A then
-  local p = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
-  local rpm = tonumber(p[1]) or tonumber(A[6])
-  local burst = tonumber(p[2]) or tonumber(A[7])
+local reply = {}
+if #Q.admissions > 0 then
+  local decisions = {}
+  local p = redis.call('HMGET', PROJECT, 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
+  local rpm = tonumber(p[1]) or Q.defaultRequestsPerMinute
+  local burst = tonumber(p[2]) or Q.defaultBurstLimit
   local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
   -- request rate: the exact log for small policies, the sub-window counters for large ones
-  local logMode = rpm <= tonumber(A[4])
+  local logMode = rpm <= Q.exactLogMax
   if logMode then
-    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+    redis.call('ZREMRANGEBYSCORE', LOG, '-inf', now - window)
     if meta[4] == 'sub' then
       meta[5] = now
       redis.call('HSET', SUB, 'mode', 'log', 'since', now)
@@ -159,18 +170,18 @@ if admissionsFrom <= #A then
     redis.call('HSET', SUB, 'mode', 'sub')
   end
   -- the burst bucket as of now (one read; written back once if spent), the leases in flight
-  local state = redis.call('HMGET', KEYS[3], 'tokens', 'at')
+  local state = redis.call('HMGET', BURST, 'tokens', 'at')
   local btok = burst
   if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
   local burstSpent = false
   local held, leased = 0, {}
   if maxc then
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-    held = redis.call('ZCARD', KEYS[5])
+    redis.call('ZREMRANGEBYSCORE', LEASES, '-inf', now)
+    held = redis.call('ZCARD', LEASES)
   end
 
-  for a = admissionsFrom, #A, ADMIT_FIELDS do
-    local id, est, cost, day, month = A[a], tonumber(A[a + 1]), tonumber(A[a + 2]), A[a + 3], A[a + 4]
+  for _, asked in ipairs(Q.admissions) do
+    local id, est, cost, day, month = asked.id, asked.tokens, asked.cost, asked.day, asked.month
     local refused = ''
     -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
     local g, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
@@ -185,7 +196,7 @@ if admissionsFrom <= #A then
 
     local used
     if logMode then
-      used = redis.call('ZCARD', KEYS[2])
+      used = redis.call('ZCARD', LOG)
       -- just switched from counters: the log does not hold the window yet, the counters do
       if meta[5] and now - tonumber(meta[5]) < window and rs > used then used = rs end
     else
@@ -197,12 +208,13 @@ if admissionsFrom <= #A then
     local inflight = held
     if refused == '' and maxc and inflight >= maxc then refused = 'concurrency' end
 
-    local retry, rateTokens, dayTokens, monthTokens, costCharged, lease = 0, -1, -1, -1, 0, 0
+    -- what the admission took (nil: not taken, left out of the reply)
+    local retry, chargedRate, chargedDay, chargedMonth, chargedCost, lease = 0, nil, nil, nil, nil, nil
     if refused == '' then
       if useWindow then
         if logMode then
-          redis.call('ZADD', KEYS[2], now, id)
-          redis.call('PEXPIRE', KEYS[2], window)
+          redis.call('ZADD', LOG, now, id)
+          redis.call('PEXPIRE', LOG, window)
         end
         rcur, curChanged = rcur + 1, true
         rs, used = rs + 1, used + 1
@@ -211,25 +223,25 @@ if admissionsFrom <= #A then
       end
       if tpm then
         tcur, curChanged = tcur + est, true
-        ts, rateTokens = ts + est, est
+        ts, chargedRate = ts + est, true
       end
       if maxc then
         leased[#leased + 1] = now + leaseTtl
         leased[#leased + 1] = id
         held = held + 1
-        inflight, lease = held, 1
+        inflight, lease = held, true
       end
       if g then
         if dayFresh then g.day, g.dt = day, 0 end
         if monthFresh then g.month, g.mt, g.mc = month, 0, 0 end
-        if daily then g.dt = g.dt + est; dayTokens = est end
-        if monthly then g.mt = g.mt + est; monthTokens = est end
-        if mcost then g.mc = g.mc + cost; costCharged = 1 end
+        if daily then g.dt = g.dt + est; chargedDay = true end
+        if monthly then g.mt = g.mt + est; chargedMonth = true end
+        if mcost then g.mc = g.mc + cost; chargedCost = true end
         budChanged = true
       end
     elseif refused == 'requests' then
-      if logMode and used >= rpm and used == redis.call('ZCARD', KEYS[2]) then
-        local entry = redis.call('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
+      if logMode and used >= rpm and used == redis.call('ZCARD', LOG) then
+        local entry = redis.call('ZRANGE', LOG, used - rpm, used - rpm, 'WITHSCORES')
         retry = tonumber(entry[2]) + window - now
       else
         retry = drain('r', rs, rpm - 1)
@@ -243,8 +255,8 @@ if admissionsFrom <= #A then
 
     local resetMs = 0
     if used > 0 then
-      if logMode and redis.call('EXISTS', KEYS[2]) == 1 then
-        local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+      if logMode and redis.call('EXISTS', LOG) == 1 then
+        local newest = redis.call('ZRANGE', LOG, -1, -1, 'WITHSCORES')
         resetMs = tonumber(newest[2]) + window - now
       else
         resetMs = math.ceil((cur + n + 1) * sub - now)
@@ -255,22 +267,35 @@ if admissionsFrom <= #A then
     local burstReset = 0
     if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
     -- the periods charged: the stored ones when they are newer than the request's (another replica's clock)
-    local chargedDay, chargedMonth = day, month
-    if refused == '' and g then chargedDay, chargedMonth = g.day or day, g.month or month end
-    local decision = {refused, rpm, burst, p[3] or '', p[4] or '', p[5] or '', p[6] or '', p[7] or '',
-      math.max(0, rpm - used), resetMs, math.floor(btok + 1e-9), burstReset,
-      math.max(0, (tpm or 0) - ts), tokensReset, inflight, math.max(0, math.ceil(retry)),
-      cur, rateTokens, dayTokens, monthTokens, costCharged, lease, chargedDay, chargedMonth}
-    for i = 1, #decision do out[#out + 1] = decision[i] end
+    local periodDay, periodMonth = day, month
+    if refused == '' and g then periodDay, periodMonth = g.day or day, g.month or month end
+    decisions[#decisions + 1] = {
+      refusedBy = refused ~= '' and refused or nil,
+      remaining = math.max(0, rpm - used), resetMs = resetMs,
+      burstRemaining = math.floor(btok + 1e-9), burstResetMs = burstReset,
+      tokensRemaining = math.max(0, (tpm or 0) - ts), tokensResetMs = tokensReset,
+      inFlight = inflight, retryAfterMs = math.max(0, math.ceil(retry)),
+      chargedRate = chargedRate, chargedDay = chargedDay, chargedMonth = chargedMonth, chargedCost = chargedCost,
+      lease = lease, day = periodDay, month = periodMonth,
+    }
   end
   if burstSpent then
-    redis.call('HSET', KEYS[3], 'tokens', string.format('%.17g', btok), 'at', now)
-    redis.call('PEXPIRE', KEYS[3], burstWindow)
+    redis.call('HSET', BURST, 'tokens', string.format('%.17g', btok), 'at', now)
+    redis.call('PEXPIRE', BURST, burstWindow)
   end
   if #leased > 0 then
-    redis.call('ZADD', KEYS[5], unpack(leased))
-    redis.call('PEXPIRE', KEYS[5], leaseTtl + 1000)
+    redis.call('ZADD', LEASES, unpack(leased))
+    redis.call('PEXPIRE', LEASES, leaseTtl + 1000)
   end
+  -- the optional limits as the hash holds them (exact at any size; '' or missing: none)
+  local null = cjson.null
+  reply.slot = int(cur)
+  reply.policy = {
+    requests_per_minute = rpm, burst_limit = burst,
+    tokens_per_minute = tpm and p[3] or null, max_concurrent_requests = maxc and p[4] or null,
+    daily_tokens = daily and p[5] or null, monthly_tokens = monthly and p[6] or null, monthly_cost = mcost and p[7] or null,
+  }
+  reply.decisions = decisions
 end
 if budChanged then
   local fields = {}
@@ -280,8 +305,8 @@ if budChanged then
   if bud.month then
     for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc)}) do fields[#fields + 1] = v end
   end
-  redis.call('HSET', KEYS[6], unpack(fields))
-  redis.call('PEXPIRE', KEYS[6], 32 * 86400000)
+  redis.call('HSET', BUDGET, unpack(fields))
+  redis.call('PEXPIRE', BUDGET, 32 * 86400000)
 end
 saveSub()
-return out
+return cjson.encode(reply)

@@ -6,21 +6,56 @@ import { guard } from './guard.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
 
-/** Values per settlement and per admission in the quota batch script's arguments. */
-const SETTLE_FIELDS = 11;
-const ADMIT_FIELDS = 5;
 /** A project's settlements and admissions of one turn, in one call: quota-batch.lua (its head says how). */
-const QUOTA_BATCH_SCRIPT = luaScript(new URL('./quota-batch.lua', import.meta.url), { SETTLE_FIELDS, ADMIT_FIELDS });
+const QUOTA_BATCH_SCRIPT = luaScript(new URL('./quota-batch.lua', import.meta.url));
 const RENEW_LEASES_SCRIPT = luaScript(new URL('./renew-leases.lua', import.meta.url));
 
 type Scripted = RedisClient & {
-  novaQuotaBatch(...args: (string | number)[]): Promise<(string | number)[]>;
-  novaRenewLeases(...args: (string | number)[]): Promise<number>;
+  novaQuotaBatch(...keysAndBatch: string[]): Promise<string>;
+  novaRenewLeases(leases: string, renewal: string): Promise<number>;
 };
 
-const optional = (value: string | number) => (value === '' ? null : Number(value));
-/** Values per admission in the quota batch script's reply. */
-const DECISION_FIELDS = 24;
+/** A settlement as quota-batch.lua takes it: a charge that was not made is absent. */
+interface SettlementArg {
+  id: string;
+  slot: number;
+  rateTokens?: number;
+  dayTokens?: number;
+  monthTokens?: number;
+  monthCost?: number;
+  usedTokens: number;
+  usedCost: number;
+  day: string;
+  month: string;
+  lease?: true;
+}
+
+/** quota-batch.lua's reply: {} for a batch without admissions. */
+interface BatchReply {
+  slot: string;
+  policy: Record<keyof RateLimitPolicy, number | string | null>;
+  decisions: DecisionReply[];
+}
+
+interface DecisionReply {
+  refusedBy?: RefusedBy;
+  remaining: number;
+  resetMs: number;
+  burstRemaining: number;
+  burstResetMs: number;
+  tokensRemaining: number;
+  tokensResetMs: number;
+  inFlight: number;
+  retryAfterMs: number;
+  chargedRate?: true;
+  chargedDay?: true;
+  chargedMonth?: true;
+  chargedCost?: true;
+  lease?: true;
+  day: string;
+  month: string;
+}
+
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
 const MAX_ADMISSIONS = 128;
@@ -33,7 +68,7 @@ interface Waiting {
 
 /** One project's admissions and settlements gathered during one event-loop turn: one script call. */
 class QuotaBatch {
-  readonly settlements: (string | number)[] = [];
+  readonly settlements: SettlementArg[] = [];
   readonly admissions: Waiting[] = [];
   private settledWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   private settledPromise: Promise<void> | undefined;
@@ -41,7 +76,7 @@ class QuotaBatch {
   constructor(readonly settings: AdmissionSettings) {}
 
   get full(): boolean {
-    return this.settlements.length >= MAX_SETTLEMENTS * SETTLE_FIELDS || this.admissions.length >= MAX_ADMISSIONS;
+    return this.settlements.length >= MAX_SETTLEMENTS || this.admissions.length >= MAX_ADMISSIONS;
   }
 
   /** Resolves when the batch's call has settled what it carried. */
@@ -96,19 +131,20 @@ export class RedisQuotaStore implements QuotaStore {
   /** Every caller of a batch gets the outcome of its call. */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
     const batch = this.batches.of(projectId, openBatch, settings);
-    batch.settlements.push(
-      reservation.slot,
-      reservation.rateTokens ?? -1,
-      reservation.dayTokens ?? -1,
-      reservation.monthTokens ?? -1,
-      reservation.monthCost ?? -1,
-      used.tokens,
-      used.cost,
-      reservation.day,
-      reservation.month,
-      reservation.id,
-      reservation.lease ? 1 : 0,
-    );
+    batch.settlements.push({
+      id: reservation.id,
+      slot: reservation.slot,
+      // undefined: left out of the JSON, as the script takes a charge that was not made
+      rateTokens: reservation.rateTokens ?? undefined,
+      dayTokens: reservation.dayTokens ?? undefined,
+      monthTokens: reservation.monthTokens ?? undefined,
+      monthCost: reservation.monthCost ?? undefined,
+      usedTokens: used.tokens,
+      usedCost: used.cost,
+      day: reservation.day,
+      month: reservation.month,
+      lease: reservation.lease || undefined,
+    });
     const settled = batch.settled;
     if (batch.full) this.batches.closeNow(projectId);
     return settled;
@@ -116,25 +152,25 @@ export class RedisQuotaStore implements QuotaStore {
 
   async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
     if (leaseIds.length === 0) return;
-    await guard(this.redis.novaRenewLeases(this.keys.rateLeases(projectId), Math.round(settings.leaseTtlMs), ...leaseIds));
+    const renewal = JSON.stringify({ leaseTtlMs: Math.round(settings.leaseTtlMs), ids: leaseIds });
+    await guard(this.redis.novaRenewLeases(this.keys.rateLeases(projectId), renewal));
   }
 
   private async write(projectId: string, batch: QuotaBatch): Promise<void> {
     const { settings, settlements, admissions } = batch;
     const k = this.keys;
-    const values: (string | number)[] = [
-      Math.round(settings.windowMs),
-      settings.subWindows,
-      Math.round(settings.burstWindowMs),
-      settings.exactLogMax,
-      Math.round(settings.leaseTtlMs),
-      settings.defaults.requests_per_minute,
-      settings.defaults.burst_limit,
-      settlements.length / SETTLE_FIELDS,
-      ...settlements,
-    ];
-    for (const { request } of admissions) values.push(request.id, request.tokens, request.cost, request.day, request.month);
-    let reply: (string | number)[];
+    const arg = JSON.stringify({
+      windowMs: Math.round(settings.windowMs),
+      subWindows: settings.subWindows,
+      burstWindowMs: Math.round(settings.burstWindowMs),
+      exactLogMax: settings.exactLogMax,
+      leaseTtlMs: Math.round(settings.leaseTtlMs),
+      defaultRequestsPerMinute: settings.defaults.requests_per_minute,
+      defaultBurstLimit: settings.defaults.burst_limit,
+      settlements,
+      admissions: admissions.map(({ request: { id, tokens, cost, day, month } }) => ({ id, tokens, cost, day, month })),
+    });
+    let reply: string;
     try {
       reply = await guard(
         this.redis.novaQuotaBatch(
@@ -144,7 +180,7 @@ export class RedisQuotaStore implements QuotaStore {
           k.rateSubWindows(projectId),
           k.rateLeases(projectId),
           k.budgets(projectId),
-          JSON.stringify(values),
+          arg,
         ),
       );
     } catch (error) {
@@ -153,49 +189,52 @@ export class RedisQuotaStore implements QuotaStore {
       return;
     }
     batch.done();
-    admissions.forEach((waiting, index) => waiting.resolve(decisionOf(reply, index * DECISION_FIELDS, waiting.request)));
+    if (admissions.length === 0) return;
+    const { slot, policy: stored, decisions } = JSON.parse(reply) as BatchReply;
+    // One policy for the batch: the script read the project's once.
+    const policy: RateLimitPolicy = {
+      requests_per_minute: Number(stored.requests_per_minute),
+      burst_limit: Number(stored.burst_limit),
+      tokens_per_minute: optional(stored.tokens_per_minute),
+      max_concurrent_requests: optional(stored.max_concurrent_requests),
+      daily_tokens: optional(stored.daily_tokens),
+      monthly_tokens: optional(stored.monthly_tokens),
+      monthly_cost: optional(stored.monthly_cost),
+    };
+    admissions.forEach((waiting, index) => waiting.resolve(decisionOf(decisions[index]!, policy, Number(slot), waiting.request)));
   }
 }
 
-/** The decision at `at` in the quota batch script's reply. */
-function decisionOf(reply: (string | number)[], at: number, request: AdmissionRequest): AdmissionDecision {
-  const value = (offset: number) => Number(reply[at + offset]);
-  const policy: RateLimitPolicy = {
-    requests_per_minute: value(1),
-    burst_limit: value(2),
-    tokens_per_minute: optional(reply[at + 3]!),
-    max_concurrent_requests: optional(reply[at + 4]!),
-    daily_tokens: optional(reply[at + 5]!),
-    monthly_tokens: optional(reply[at + 6]!),
-    monthly_cost: optional(reply[at + 7]!),
-  };
-  const refused = reply[at];
-  const allowed = refused === '';
-  const charged = (offset: number) => (value(offset) < 0 ? null : value(offset));
+const optional = (value: number | string | null) => (value === null ? null : Number(value));
+
+/** An admission's decision from quota-batch.lua's reply. */
+function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, request: AdmissionRequest): AdmissionDecision {
+  const allowed = d.refusedBy === undefined;
   const reservation: Reservation = {
     id: request.id,
-    slot: value(16),
-    rateTokens: charged(17),
-    dayTokens: charged(18),
-    monthTokens: charged(19),
-    monthCost: value(20) === 1 ? request.cost : null,
-    // The periods the script charged (see QUOTA_BATCH_SCRIPT), which the settlement must name.
-    day: String(reply[at + 22]),
-    month: String(reply[at + 23]),
-    lease: value(21) === 1,
+    slot,
+    // What the script charged is the request's own tokens and cost.
+    rateTokens: d.chargedRate ? request.tokens : null,
+    dayTokens: d.chargedDay ? request.tokens : null,
+    monthTokens: d.chargedMonth ? request.tokens : null,
+    monthCost: d.chargedCost ? request.cost : null,
+    // The periods the script charged (the stored ones when newer), which the settlement must name.
+    day: d.day,
+    month: d.month,
+    lease: d.lease === true,
   };
   return {
     allowed,
-    refusedBy: allowed ? null : (refused as RefusedBy),
+    refusedBy: d.refusedBy ?? null,
     policy,
-    remaining: value(8),
-    resetMs: value(9),
-    burstRemaining: value(10),
-    burstResetMs: value(11),
-    tokensRemaining: value(12),
-    tokensResetMs: value(13),
-    inFlight: value(14),
-    retryAfterMs: value(15),
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    burstRemaining: d.burstRemaining,
+    burstResetMs: d.burstResetMs,
+    tokensRemaining: d.tokensRemaining,
+    tokensResetMs: d.tokensResetMs,
+    inFlight: d.inFlight,
+    retryAfterMs: d.retryAfterMs,
     reservation: allowed && needsSettling(reservation) ? reservation : null,
   };
 }
