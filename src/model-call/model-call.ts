@@ -46,7 +46,7 @@ export class ModelCall {
     private readonly options: { metersTokens: boolean } = { metersTokens: true },
   ) {
     modelCallFactsOf(request);
-    request.quota?.claim();
+    request.reservation?.claim();
   }
 
   upstreamModelOf(target: Target): string {
@@ -119,7 +119,7 @@ export class ModelCall {
     this.finished = true;
     if (!this.options.metersTokens) result = { ...result, promptTokens: 0, completionTokens: 0 };
     const cost = costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens);
-    this.request.quota?.settle(result.promptTokens, result.completionTokens, cost);
+    this.request.reservation?.settle(result.promptTokens, result.completionTokens, cost);
     const { ctx, model } = this;
     ctx.usage.record({
       projectId: this.projectId,

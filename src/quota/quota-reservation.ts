@@ -12,11 +12,17 @@ export interface Settler {
 
 /**
  * What one admitted model request holds (token charge, budget charges, concurrency lease), settled
- * exactly once. A route that meters tokens (ModelCall) claims it and settles it with the real usage
- * in `finish`; otherwise it is settled as nothing used when the response ends, however it ends.
+ * exactly once. Its life, one state at a time:
+ * - `held`: admitted (src/routes/admission-hook.ts); nothing has claimed it yet.
+ * - `metering`: a model call claimed it (src/model-call/model-call.ts) and settles it with the
+ *   upstream's usage when it finishes.
+ * - `awaiting_usage`: the response ended while metering; the model call still reports its usage
+ *   (an abort is reported right after it); if it never does, the charge stands as reserved.
+ * - `settled`: the store was told; nothing more happens. A held reservation whose response ends
+ *   is settled as nothing used (no model call ran: a refused body, a failed validation).
  */
 export class QuotaReservation {
-  private state: 'open' | 'claimed' | 'settled' = 'open';
+  private state: 'held' | 'metering' | 'awaiting_usage' | 'settled' = 'held';
 
   constructor(
     private readonly settler: Settler,
@@ -26,7 +32,7 @@ export class QuotaReservation {
   ) {}
 
   claim(): void {
-    if (this.state === 'open') this.state = 'claimed';
+    if (this.state === 'held') this.state = 'metering';
   }
 
   /**
@@ -45,9 +51,9 @@ export class QuotaReservation {
 
   /** The response ended (completed, aborted or failed): settle what no route will. */
   responseClosed(): void {
-    if (this.state === 'open') this.settle(0, 0);
-    else if (this.state === 'claimed') {
-      // The route reports usage right after an abort; if it never does, the charge stands as reserved.
+    if (this.state === 'held') this.settle(0, 0);
+    else if (this.state === 'metering') {
+      this.state = 'awaiting_usage';
       setTimeout(() => this.settle(this.charge.promptTokens, this.charge.tokens - this.charge.promptTokens), OWNED_GRACE_MS).unref();
     }
   }

@@ -30,7 +30,7 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const metrics = ctx.metrics.quota;
     metrics.requestInFlight(projectId, true);
     const held = decision.reservation ? new QuotaReservation(ctx.admission, projectId, decision.reservation, charge) : null;
-    request.quota = held;
+    request.reservation = held;
     const closed = () => {
       metrics.requestInFlight(projectId, false);
       held?.responseClosed();

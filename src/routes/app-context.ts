@@ -40,6 +40,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     principal: KeyPrincipal | null;
     /** What an admitted model request holds of its project's quota, until settled. */
-    quota: QuotaReservation | null;
+    reservation: QuotaReservation | null;
   }
 }

@@ -17,7 +17,7 @@ import { responseRoutes } from './model-traffic/responses.js';
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
   app.decorateRequest('principal', null);
-  app.decorateRequest('quota', null);
+  app.decorateRequest('reservation', null);
   // preValidation: authentication and admission come before input validation, so a
   // malformed request of a valid key is rate limited and carries the rate-limit headers.
   app.addHook('preValidation', async (request, reply) => {

@@ -115,7 +115,7 @@ describe('route facts', () => {
       const app = Fastify();
       const before = upstream.requests.length;
       app.post('/v1/undeclared', async (request, reply) => {
-        await callResource(bare.ctx, request, reply, bare.ctx.models.serving('m', 'images'), () => ({ path: '/images/generations', body: '{}' }));
+        await callResource(bare.ctx, request, reply, bare.ctx.models.serving('m', 'images'), () => ({ path: '/images/generations', body: '{}', accept: 'application/json' }));
         return {};
       });
       const response = await app.inject({ method: 'POST', url: '/v1/undeclared', payload: {} });
