@@ -451,12 +451,21 @@ async function main() {
     console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
   }
 
-  const nova = figures.nova;
+  const cpuRatio = (key: string, base: string, mode: 'json' | 'stream') => {
+    const [mine, theirs] = [figures[key]?.[mode]?.cpu_us_per_request, figures[base]?.[mode]?.cpu_us_per_request];
+    return mine !== undefined && theirs !== undefined && theirs > 0 ? Number((mine / theirs).toFixed(3)) : null;
+  };
   const upstreamP50 = figures.upstream?.one_connection?.p50_ms;
   results.against_targets = {
     json_vs_bare: roundRatio('nova', 'bare', 'json'),
     stream_vs_bare: roundRatio('nova', 'bare', 'stream'),
-    added_p50_one_connection_ms: nova?.one_connection && upstreamP50 !== undefined ? Number((nova.one_connection.p50_ms - upstreamP50).toFixed(3)) : null,
+    // Side by side, not a target: what each proxy adds to the upstream's own p50 at one connection.
+    added_p50_one_connection_ms: Object.fromEntries(
+      ['nova', 'bare', 'nginx'].map((key) => {
+        const p50 = figures[key]?.one_connection?.p50_ms;
+        return [key, p50 !== undefined && upstreamP50 !== undefined ? Number((p50 - upstreamP50).toFixed(3)) : null];
+      }),
+    ),
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB
@@ -465,6 +474,9 @@ async function main() {
           b_vs_nova_stream: roundRatio('nova_b', 'nova', 'stream'),
           b_vs_nova_store_json: roundRatio('nova_b_store', 'nova_store', 'json'),
           b_vs_nova_store_stream: roundRatio('nova_b_store', 'nova_store', 'stream'),
+          // CPU per request of this checkout against gateway B (the median rounds of each): above 1, this one costs more.
+          cpu_nova_vs_b_json: cpuRatio('nova', 'nova_b', 'json'),
+          cpu_nova_vs_b_stream: cpuRatio('nova', 'nova_b', 'stream'),
         }
       : {}),
     held_streams_rss_peak_mb: (results.held_streams as { rss_peak_mb?: number } | undefined)?.rss_peak_mb ?? null,
