@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import type { RawGatewayConfig } from '../../src/config/schema.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { hit } from '../support/quota-traffic.js';
 import { RedisProcess } from '../support/redis-server.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, createTestStore, errorOf, type TestApp, type TestProject } from '../support/test-app.js';
@@ -15,12 +15,12 @@ const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
  */
 describe('quota fallback while Redis is unreachable', () => {
   let redis: RedisProcess;
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let t: TestApp;
 
   beforeEach(async () => {
     redis = await RedisProcess.start();
-    upstream = await FakeUpstream.start({ slow: { latencyMs: 400 } });
+    upstream = await LoopbackUpstream.start({ slow: { latencyMs: 400 } });
   });
   afterEach(async () => {
     await t?.close();

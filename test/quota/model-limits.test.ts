@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import { budgetPeriodsAt } from '../../src/quota/budget-periods.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { hit, manage } from '../support/quota-traffic.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 
@@ -10,10 +10,10 @@ const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 /** The 429s of each limit through the routes, and a model route settling its real usage. */
 describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
   let t: TestApp;
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({
+    upstream = await LoopbackUpstream.start({
       slow: { latencyMs: 400 },
       // Usage no backend could mean: a prompt count that is not a number, one beyond any cap.
       unreadable: { promptTokens: 'n/a' as unknown as number, chunks: ['a', 'b'] },

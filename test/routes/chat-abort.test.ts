@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ADMIN_TOKEN, buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv, RecordingUsageMeter, sseData } from '../support/chat-fixtures.js';
 
 const pieces = Array.from({ length: 10 }, (_, n) => ` w${n}`);
@@ -17,14 +17,14 @@ async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
 }
 
 describe('client disconnects and broken upstream streams (real sockets)', () => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
   let usage: RecordingUsageMeter;
   let base: string;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({
+    upstream = await LoopbackUpstream.start({
       trickle: { chunks: pieces, hangAfterChunks: 3 },
       breaks: { chunks: pieces, closeAfterChunks: 2, chunkDelayMs: 10 },
       hangs: { hang: true },
@@ -141,53 +141,36 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
 });
 
 describe('replies that break off or stall mid-body, and a stream the client reads slowly (real sockets)', () => {
-  let server: Server;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
   let usage: RecordingUsageMeter;
   let base: string;
-  const closed: string[] = [];
+  /** The paths of the upstream requests whose replies are over (sent whole or cut off). */
+  const closed = () => upstream.requests.filter((request) => request.closed).map((request) => request.path);
   const half = '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"par';
   // 40 MB: more than the sockets between can buffer (loopback buffers grow to several MB each).
   const FLOOD_EVENTS = 2_000;
   const floodEvent = (n: number) =>
     `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', model: 'flood-1', choices: [{ index: 0, delta: { content: `${n} ${'x'.repeat(20_000)}` } }] })}\n\n`;
   /** Bytes of the flood the gateway has taken off the upstream's hands so far. */
-  let flooded = 0;
-  function flood(response: ServerResponse): void {
-    response.writeHead(200, { 'content-type': 'text/event-stream' });
-    let n = 0;
-    const more = () => {
-      while (n < FLOOD_EVENTS) {
-        const event = floodEvent(n++);
-        const room = response.write(event, () => (flooded += event.length));
-        if (!room) return void response.once('drain', more);
-      }
-      response.end('data: [DONE]\n\n');
-    };
-    more();
-  }
+  const flooded = () => upstream.requestsOf('flood')[0]?.bytesFlushed ?? 0;
 
   beforeAll(async () => {
     // Headers and half a JSON body, then: the connection cut (/cut), or nothing more (/stall).
     // /flood: a stream written as fast as the gateway takes it.
-    server = createServer((request, response) => {
-      request.resume();
-      if (request.url?.startsWith('/flood')) return flood(response);
-      response.once('close', () => closed.push(request.url ?? ''));
-      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(half.length * 2) });
-      response.write(half);
-      if (request.url?.startsWith('/cut')) setTimeout(() => response.socket?.destroy(), 20);
+    const halfReply = { headers: { 'content-length': String(half.length * 2) }, body: half };
+    upstream = await LoopbackUpstream.start({
+      cut: { ...halfReply, afterBody: 'cut' },
+      stall: { ...halfReply, afterBody: 'stall' },
+      flood: { headers: { 'content-type': 'text/event-stream' }, flood: { piece: floodEvent, count: FLOOD_EVENTS, tail: 'data: [DONE]\n\n' } },
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const upstream = { baseUrl: () => `${origin}/unused/v1` } as unknown as FakeUpstream;
     usage = new RecordingUsageMeter();
     test = await buildTestApp('memory', {
       config: chatConfig(upstream, [
-        { id: 'cut-1', upstream: `${origin}/cut/v1`, timeout_ms: 10_000 },
-        { id: 'stall-1', upstream: `${origin}/stall/v1`, timeout_ms: 10_000 },
-        { id: 'flood-1', upstream: `${origin}/flood/v1`, timeout_ms: 10_000 },
+        { id: 'cut-1', upstream: upstream.baseUrl('cut'), timeout_ms: 10_000 },
+        { id: 'stall-1', upstream: upstream.baseUrl('stall'), timeout_ms: 10_000 },
+        { id: 'flood-1', upstream: upstream.baseUrl('flood'), timeout_ms: 10_000 },
       ]),
       deps: { usage, env: chatEnv },
     });
@@ -196,8 +179,7 @@ describe('replies that break off or stall mid-body, and a stream the client read
   });
   afterAll(async () => {
     await test.close();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await upstream.close();
   });
 
   it('answers 503 (upstream_unavailable, as for a reset connection) when the reply is cut off after its headers, and meters nothing', async () => {
@@ -222,10 +204,10 @@ describe('replies that break off or stall mid-body, and a stream the client read
     }).catch((error: unknown) => error);
     await until(() => test.ctx.lifecycle.inFlight > 0);
     await sleep(50);
-    expect(closed.filter((url) => url.startsWith('/stall'))).toEqual([]);
+    expect(closed().filter((url) => url.startsWith('/stall'))).toEqual([]);
     controller.abort();
     await pending;
-    await until(() => closed.some((url) => url.startsWith('/stall')));
+    await until(() => closed().some((url) => url.startsWith('/stall')));
     await until(() => usage.of('req-stall-json').length > 0);
     expect(usage.of('req-stall-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
   });
@@ -250,11 +232,11 @@ describe('replies that break off or stall mid-body, and a stream the client read
       let seen = -1;
       let still = 0;
       await until(() => {
-        still = flooded === seen ? still + 1 : 0;
-        seen = flooded;
-        return still >= 30 || flooded === total;
+        still = flooded() === seen ? still + 1 : 0;
+        seen = flooded();
+        return still >= 30 || flooded() === total;
       }, 20_000);
-      expect(flooded).toBeLessThan(total);
+      expect(flooded()).toBeLessThan(total);
       response.setEncoding('utf8');
       response.on('data', (part: string) => {
         const events = (rest + part).split('\n\n');

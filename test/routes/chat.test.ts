@@ -1,19 +1,19 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildTestApp, createProject, errorOf, type TestApp, type TestProject } from '../support/test-app.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv, RecordingUsageMeter, sseData, streamedText, UPSTREAM_KEY } from '../support/chat-fixtures.js';
 import { freePort } from '../support/redis-server.js';
 
 const user = (content: string) => ({ role: 'user', content });
 
 describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
   let usage: RecordingUsageMeter;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({
+    upstream = await LoopbackUpstream.start({
       broken: { status: 500 },
       refused: { status: 400, errorBody: { error: { message: "'temperature' must be <= 2", type: 'invalid_request_error', code: 'bad_temperature', param: 'temperature' } } },
       limited: { status: 429, headers: { 'retry-after': '7' } },

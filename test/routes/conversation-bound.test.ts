@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv } from '../support/chat-fixtures.js';
 import { buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 
@@ -8,12 +8,12 @@ const user = (content: string) => ({ role: 'user', content });
 
 /** conversations.max_bytes_per_project: refused before the upstream call, freed by deletion. */
 describe.each(STORE_KINDS)('stored-conversation bound per project (%s store)', (kind) => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start();
+    upstream = await LoopbackUpstream.start();
     const config = chatConfig(upstream);
     test = await buildTestApp(kind, { config: { ...config, conversations: { ...config.conversations, max_bytes_per_project: BOUND } }, deps: { env: chatEnv } });
     project = await createProject(test.app);

@@ -1,19 +1,19 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv, RecordingUsageMeter } from '../support/chat-fixtures.js';
 
 const user = (content: string) => ({ role: 'user', content });
 
 describe.each(STORE_KINDS)('conversations (%s store)', (kind) => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let alice: TestProject;
   let bob: TestProject;
   let usage: RecordingUsageMeter;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start();
+    upstream = await LoopbackUpstream.start();
     usage = new RecordingUsageMeter();
     test = await buildTestApp(kind, { config: chatConfig(upstream), deps: { usage, env: chatEnv } });
     alice = await createProject(test.app, { name: 'alice' });

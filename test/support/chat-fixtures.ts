@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { defaultConfig, type GatewayConfig } from '../../src/config/gateway-config.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import type { FakeUpstream } from './fake-upstream.js';
+import type { LoopbackUpstream } from './loopback-upstream.js';
 
 export { RecordingUsageMeter } from './recording-usage.js';
 
 export const UPSTREAM_KEY_ENV = 'FAKE_UPSTREAM_KEY';
 export const UPSTREAM_KEY = 'sk-upstream-secret-0123456789';
 
-/** A config whose models point at scenarios of the fake upstream. */
-export function chatConfig(upstream: FakeUpstream, models: ModelConfig[] = [], extra: Partial<GatewayConfig> = {}): GatewayConfig {
+/** A config whose models point at scenarios of the loopback upstream. */
+export function chatConfig(upstream: Pick<LoopbackUpstream, 'baseUrl'>, models: ModelConfig[] = [], extra: Partial<GatewayConfig> = {}): GatewayConfig {
   const config = defaultConfig({
     models: [
       { id: 'echo-1', provider: 'echo', context_window: 8192, max_output_tokens: 1024 },
