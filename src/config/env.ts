@@ -1,6 +1,5 @@
 import { Ajv } from 'ajv';
 import { Type, type Static } from 'typebox';
-import { Value } from 'typebox/value';
 import { ConfigError } from './load-config.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -10,9 +9,9 @@ const REDIS_URLS = '^\\s*rediss?://[^,\\s][^,]*(,\\s*rediss?://[^,\\s][^,]*)*$';
 const Port = (fallback: number) => Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: 'a port number 0..65535' });
 
 /**
- * The environment variables of DESIGN.md section 2, once `Value.Default` filled in the defaults
- * (so a variable with a default is required here). A `description` ends the message refusing a
- * bad value: "environment variable NAME must be <description>".
+ * The environment variables of DESIGN.md section 2. The check fills in the defaults first, so a
+ * variable with one is required here. A `description` ends the message refusing a bad value:
+ * "environment variable NAME must be <description>".
  */
 const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0' }),
@@ -32,14 +31,13 @@ const EnvSchema = Type.Object({
 type EnvName = keyof typeof EnvSchema.properties;
 const ENV_NAMES = Object.keys(EnvSchema.properties) as EnvName[];
 
-// Every value arrives as a string: coerceTypes turns "8080" into 8080 for the integer variables.
-const checkEnv = new Ajv({ coerceTypes: true, strict: false }).compile<Static<typeof EnvSchema>>(EnvSchema);
+// Fills in the defaults (useDefaults); every value arrives as a string, coerceTypes turns "8080" into 8080.
+const checkEnv = new Ajv({ useDefaults: true, coerceTypes: true, strict: false }).compile<Static<typeof EnvSchema>>(EnvSchema);
 
 /** Reads the environment variables of DESIGN.md section 2; a bad value names the variable (never the value). */
 export function readProcessSettings(env: NodeJS.ProcessEnv = process.env) {
   // An empty variable counts as unset.
-  const given = Object.fromEntries(ENV_NAMES.flatMap((name) => (env[name] ? [[name, env[name]]] : [])));
-  const vars: unknown = Value.Default(EnvSchema, given);
+  const vars: Record<string, unknown> = Object.fromEntries(ENV_NAMES.flatMap((name) => (env[name] ? [[name, env[name]]] : [])));
   if (!checkEnv(vars)) {
     const error = checkEnv.errors![0]!;
     const name = error.instancePath.slice(1) as EnvName;

@@ -1,8 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { Ajv, type ErrorObject } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js';
-import { withDefaults, type GatewayConfig } from './gateway-config.js';
+import { checkConfig, completeConfig, type GatewayConfig } from './gateway-config.js';
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -10,9 +9,6 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
-
-const ajv = new Ajv({ allErrors: false, strict: false });
-const validateRaw = ajv.compile<RawGatewayConfig>(GatewayConfigSchema);
 
 function fieldOf(error: ErrorObject): string {
   const path = error.instancePath
@@ -31,15 +27,16 @@ function fieldOf(error: ErrorObject): string {
   return path ? `${path}.${extra}` : extra;
 }
 
-/** Validates a parsed config object; throws a ConfigError naming the offending field. */
+/** Validates a parsed config object and fills in its defaults (in a copy); throws a ConfigError naming the offending field. */
 export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  if (!validateRaw(input)) {
-    const error = validateRaw.errors![0]!;
+  const filled = structuredClone(input);
+  if (!checkConfig(filled)) {
+    const error = checkConfig.errors![0]!;
     const reason = error.keyword === 'additionalProperties' ? 'is not a known field' : error.message;
     throw new ConfigError(`config field "${fieldOf(error)}" ${reason}`);
   }
   const seen = new Set<string>();
-  input.models.forEach((model, index) => {
+  filled.models.forEach((model, index) => {
     const at = `models[${index}]`;
     if (seen.has(model.id)) throw new ConfigError(`config field "${at}.id" repeats the model id "${model.id}"`);
     seen.add(model.id);
@@ -75,7 +72,7 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
       }
     });
   });
-  const config = withDefaults(input);
+  const config = completeConfig(filled);
   if (config.server.headers_timeout_ms > config.server.body_timeout_ms) {
     throw new ConfigError('config field "server.headers_timeout_ms" must not exceed "server.body_timeout_ms" (the headers are part of the request)');
   }

@@ -1,15 +1,15 @@
 import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
 
 /**
- * A field the file may leave out: `Value.Default` fills in `value` (see gateway-config.ts), and
- * the chart's values.schema.json shows it. Its type keeps the default, so `Filled` knows the field
- * is always there once defaults are applied.
+ * A field the file may leave out: checking the config fills in `value` (Ajv's useDefaults, see
+ * gateway-config.ts), and the chart's values.schema.json shows it. Its type keeps the default, so
+ * `Filled` knows the field is always there in a checked config.
  */
 function Defaulted<T extends TSchema>(type: T, value: Static<T>): TOptional<T & { default: Static<T> }> {
   return Type.Optional(Type.With(type, { default: value })) as TOptional<T & { default: Static<T> }>;
 }
 
-/** The schema of a value after `Value.Default`: a field with a default is no longer optional. */
+/** The schema of a checked value: a field with a default is no longer optional. */
 type Filled<T extends TSchema> =
   T extends TObject<infer Properties>
     ? TObject<{ [K in keyof Properties]: Properties[K] extends { default: unknown } ? Filled<Omit<Properties[K], '~optional'>> : Filled<Properties[K]> }>
@@ -255,7 +255,7 @@ export const GatewayConfigSchema = Type.Object(
 
 /** The config as written in the file (every field with a default may be left out). */
 export type RawGatewayConfig = Static<typeof GatewayConfigSchema>;
-/** The config once `Value.Default` filled in every default of the schema. */
+/** The config once checked, with every default of the schema filled in. */
 export type FilledGatewayConfig = Static<Filled<typeof GatewayConfigSchema>>;
 export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
