@@ -17,8 +17,8 @@ const TOUCH_SCRIPT = luaScript(new URL('./touch-key.lua', import.meta.url));
 const HASH_OF_SCRIPT = luaScript(new URL('./key-hash.lua', import.meta.url));
 
 type Scripted = RedisClient & {
-  novaRotateKey(...args: (string | number)[]): Promise<[string, string, string[]] | null>;
-  novaRevokeKey(...args: (string | number)[]): Promise<string[] | null>;
+  novaRotateKey(record: string, index: string, audit: string, rotation: string): Promise<string | null>;
+  novaRevokeKey(record: string, index: string, audit: string, revocation: string): Promise<string[] | null>;
   novaTouchKey(...args: string[]): Promise<number>;
   novaHashOf(key: string): Promise<string | null>;
 };
@@ -119,16 +119,18 @@ export class RedisApiKeyStore implements ApiKeyStore {
         this.keys.apiKey(projectId, keyId),
         this.keys.apiKeyIndex(projectId),
         this.keys.audit(projectId),
-        secretHash,
-        keep ? new Date(previousValidUntilMs).toISOString() : '',
-        keep ? '1' : '0',
-        redactedValue,
-        ...auditToFields(audit),
+        JSON.stringify({
+          hash: secretHash,
+          keepPrevious: keep,
+          previousExpiresAt: keep ? new Date(previousValidUntilMs).toISOString() : '',
+          redactedValue,
+          audit: auditToFields(audit),
+        }),
       ),
     );
     if (result === null) return null;
-    const [oldHash, olderHash, recordPairs] = result;
-    const record = apiKeyFromHash(pairsToObject(recordPairs))!;
+    const { previousHash: oldHash, olderHash, record: stored } = JSON.parse(result) as { previousHash: string; olderHash: string; record: Record<string, string> };
+    const record = apiKeyFromHash(stored)!;
     await this.linkSecret(secretHash, principalOf(record));
     if (keep) await this.linkSecret(oldHash, principalOf(record, previousValidUntilMs));
     await this.unlinkSecrets([...(keep ? [] : [oldHash]), ...(olderHash ? [olderHash] : [])]);
@@ -145,8 +147,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
         this.keys.apiKey(projectId, keyId),
         this.keys.apiKeyIndex(projectId),
         this.keys.audit(projectId),
-        keyId,
-        ...auditToFields(audit),
+        JSON.stringify({ keyId, audit: auditToFields(audit) }),
       ),
     );
     if (pairs === null) return null;

@@ -10,22 +10,37 @@
 -- after the retention of their newest bucket.
 -- KEYS: storage total, applied marks, expiry index, sizes, then for m then h, for all, model, api_key:
 -- hash, index; last, the conversation bytes held.
--- ARGV: dedup ms, storage delta, cutoff m, cutoff h, key ttl m, key ttl h, replica, seq, sub,
---       then per entry (ENTRY_ARGS values): dimension (1-3), group, minute start, hour start, r, pt,
---       ct, img, aud, cu, ca.
+-- ARGV[1]: a JSON object:
+--   replica, seq, sub: this part of the batch (claim);
+--   dedupMs: how long a replica's mark is kept; storageDelta: bytes stored (+) or freed (-);
+--   m, h: per granularity {cutoff (buckets starting before it are dropped), ttlMs (of the keys)};
+--   entries: [{dimension ('all', 'model', 'api_key'), group ('' for none), minuteStart, hourStart
+--     (strings: the bucket field names' exact starts), requests, promptTokens, completionTokens,
+--     imageGenerations, audioMs, costMicros, costAtto}].
 -- Returns the storage total.
--- reconcile(), claim(), ENTRY_ARGS and PRUNE_LIMIT: set before this by the caller.
-if claim(KEYS[2], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[1])) then
+-- reconcile(), claim() and PRUNE_LIMIT: set before this by the caller.
+local TOTAL, APPLIED, EXPIRY, SIZES, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]
+local Q = cjson.decode(ARGV[1])
+-- the bucket keys by granularity and dimension, in the order KEYS holds them
+local buckets, k = {}, 5
+for _, g in ipairs({'m', 'h'}) do
+  buckets[g] = {}
+  for _, dimension in ipairs({'all', 'model', 'api_key'}) do
+    buckets[g][dimension] = {hash = KEYS[k], index = KEYS[k + 1]}
+    k = k + 2
+  end
+end
+if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
   local touched = {}
-  for a = 10, #ARGV, ENTRY_ARGS do
-    local dimension = tonumber(ARGV[a])
-    for g = 0, 1 do
-      local slot = g * 3 + dimension
-      local hash = KEYS[3 + slot * 2]
-      local start = ARGV[a + 2 + g]
-      local member = start .. '|' .. ARGV[a + 1]
+  for _, e in ipairs(Q.entries) do
+    -- in the order of the stored `r,pt,ct,img,aud,cu,ca`
+    local add = {e.requests, e.promptTokens, e.completionTokens, e.imageGenerations, e.audioMs, e.costMicros, e.costAtto}
+    for _, g in ipairs({'m', 'h'}) do
+      local bucket = buckets[g][e.dimension]
+      local start = g == 'm' and e.minuteStart or e.hourStart
+      local member = start .. '|' .. e.group
       local sums = {0, 0, 0, 0, 0, 0, 0}
-      local old = redis.call('HGET', hash, member)
+      local old = redis.call('HGET', bucket.hash, member)
       if old then
         local f = 1
         for value in string.gmatch(old, '[^,]+') do
@@ -33,32 +48,28 @@ if claim(KEYS[2], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[1
           f = f + 1
         end
       end
-      for f = 1, 7 do sums[f] = sums[f] + tonumber(ARGV[a + 3 + f]) end
+      for f = 1, 7 do sums[f] = sums[f] + add[f] end
       if sums[7] >= 1e12 then
         local carry = math.floor(sums[7] / 1e12)
         sums[6] = sums[6] + carry
         sums[7] = sums[7] - carry * 1e12
       end
       for f = 1, 7 do sums[f] = string.format('%.0f', sums[f]) end
-      redis.call('HSET', hash, member, table.concat(sums, ','))
-      redis.call('ZADD', KEYS[4 + slot * 2], start, member)
-      touched[slot] = true
+      redis.call('HSET', bucket.hash, member, table.concat(sums, ','))
+      redis.call('ZADD', bucket.index, start, member)
+      touched[bucket] = g
     end
   end
-  for slot, _ in pairs(touched) do
-    local g = math.floor((slot - 1) / 3)
-    local hash = KEYS[3 + slot * 2]
-    local index = KEYS[4 + slot * 2]
-    local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. ARGV[3 + g], 'LIMIT', 0, PRUNE_LIMIT)
+  for bucket, g in pairs(touched) do
+    local old = redis.call('ZRANGEBYSCORE', bucket.index, '-inf', '(' .. Q[g].cutoff, 'LIMIT', 0, PRUNE_LIMIT)
     if #old > 0 then
-      redis.call('HDEL', hash, unpack(old))
-      redis.call('ZREM', index, unpack(old))
+      redis.call('HDEL', bucket.hash, unpack(old))
+      redis.call('ZREM', bucket.index, unpack(old))
     end
-    redis.call('PEXPIRE', hash, ARGV[5 + g])
-    redis.call('PEXPIRE', index, ARGV[5 + g])
+    redis.call('PEXPIRE', bucket.hash, Q[g].ttlMs)
+    redis.call('PEXPIRE', bucket.index, Q[g].ttlMs)
   end
-  local delta = tonumber(ARGV[2])
-  if delta ~= 0 then redis.call('INCRBY', KEYS[1], ARGV[2]) end
+  if Q.storageDelta ~= 0 then redis.call('INCRBY', TOTAL, string.format('%d', Q.storageDelta)) end
 end
-reconcile(KEYS[1], KEYS[3], KEYS[4], KEYS[#KEYS], PRUNE_LIMIT)
-return tonumber(redis.call('GET', KEYS[1]) or '0')
+reconcile(TOTAL, EXPIRY, SIZES, HELD, PRUNE_LIMIT)
+return tonumber(redis.call('GET', TOTAL) or '0')

@@ -24,7 +24,7 @@ type Scripted = RedisClient & {
   novaConversationBytesHeld(...args: (string | number)[]): Promise<[number, number]>;
   novaDeleteConversation(...args: string[]): Promise<number | null>;
   novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
-  novaConversationPage(...args: (string | number)[]): Promise<(string | number)[]>;
+  novaConversationPage(...args: (string | number)[]): Promise<string[] | null>;
 };
 
 function recordFrom(fields: Record<string, string>, ttlMs: number, nowMs: number): ConversationRecord | null {
@@ -102,13 +102,15 @@ export class RedisConversationStore implements ConversationStore {
       this.keys.usageStorageExpiry(append.projectId),
       this.keys.usageStorageSizes(append.projectId),
       this.keys.conversationBytesHeld(append.projectId),
-      append.existing ? '1' : '0',
-      append.projectId,
-      append.conversationId,
-      append.model,
-      new Date(append.nowMs).toISOString(),
-      append.retentionSeconds,
-      bytes,
+      JSON.stringify({
+        existing: append.existing,
+        projectId: append.projectId,
+        conversationId: append.conversationId,
+        model: append.model,
+        now: new Date(append.nowMs).toISOString(),
+        retentionSeconds: append.retentionSeconds,
+        bytes,
+      }),
       ...pairs,
     ]);
     if (!reply) return null;
@@ -136,8 +138,8 @@ export class RedisConversationStore implements ConversationStore {
 
   async messages(projectId: string, conversationId: string, afterId: string | null, limit: number): Promise<MessagePage | null> {
     const reply = await guard(this.redis.novaConversationPage(...this.keysOf(projectId, conversationId), afterId ?? '', limit));
-    if (Number(reply[0]) === 0) return null;
-    const items = reply.slice(1).map((json) => JSON.parse(String(json)) as MessageRecord);
+    if (reply === null) return null;
+    const items = reply.map((json) => JSON.parse(json) as MessageRecord);
     return { data: items.slice(0, limit), hasMore: items.length > limit };
   }
 

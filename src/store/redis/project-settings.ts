@@ -9,7 +9,7 @@ import { auditToFields, pairsToObject, policyPatchToHash, projectFromHash } from
 /** Changes fields of an existing project and appends the audit entry, atomically: update-project.lua. */
 const UPDATE_SCRIPT = luaScript(new URL('./update-project.lua', import.meta.url), { AUDIT_MAX_LENGTH });
 
-type Scripted = RedisClient & { novaUpdateProject(...args: (string | number)[]): Promise<string[] | null> };
+type Scripted = RedisClient & { novaUpdateProject(project: string, audit: string, update: string): Promise<string[] | null> };
 
 /** PUT /v1/projects/{id}, PATCH …/rate-limits and the admin's policy and ceiling changes on Redis. */
 export class RedisProjectSettings {
@@ -32,10 +32,8 @@ export class RedisProjectSettings {
   }
 
   private async update(projectId: string, fields: Record<string, string>, audit: AuditEvent): Promise<ProjectRecord | null> {
-    const pairs = Object.entries(fields).flat();
-    const result = await guard(
-      this.redis.novaUpdateProject(this.keys.project(projectId), this.keys.audit(projectId), pairs.length / 2, ...pairs, ...auditToFields(audit)),
-    );
+    const update = JSON.stringify({ fields, audit: auditToFields(audit) });
+    const result = await guard(this.redis.novaUpdateProject(this.keys.project(projectId), this.keys.audit(projectId), update));
     return result === null ? null : projectFromHash(pairsToObject(result));
   }
 }

@@ -12,14 +12,18 @@ import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 import { luaScript } from './lua-script.js';
-import { pairsToObject } from './hash-codecs.js';
 
 /** A record's fields and metadata, whole or not at all: update-record.lua. */
 const UPDATE_SCRIPT = luaScript(new URL('./update-record.lua', import.meta.url));
 
 type Scripted = RedisClient & {
-  novaUpdateRecord(...args: (string | number)[]): Promise<[number, string[]?, string[]?]>;
+  novaUpdateRecord(record: string, metadata: string, update: string): Promise<string>;
 };
+
+/** update-record.lua's reply. */
+type UpdateReply =
+  | { error: 'not_found' | 'too_many_metadata_keys' }
+  | { bytesDelta: number; record: Record<string, string>; metadata: Record<string, string> };
 
 export class RedisRecordStore implements RecordStore {
   private readonly redis: Scripted;
@@ -50,21 +54,13 @@ export class RedisRecordStore implements RecordStore {
   }
 
   async update(projectId: string, kind: RecordKind, id: string, update: RecordUpdate): Promise<RecordUpdateResult> {
-    const fieldArgs = Object.entries(update.fields ?? {}).flatMap(([name, value]) => [name, JSON.stringify(value)]);
-    const metadataArgs = Object.entries(update.metadata ?? {}).flatMap(([key, value]) => [key, value === null ? 'd' : `s${value}`]);
-    const [delta, main, meta] = await guard(
-      this.redis.novaUpdateRecord(
-        this.keys.record(projectId, kind, id),
-        this.keys.recordMetadata(projectId, kind, id),
-        update.updatedAt,
-        update.maxMetadataKeys,
-        fieldArgs.length / 2,
-        ...fieldArgs,
-        ...metadataArgs,
-      ),
-    );
-    if (delta === -1 && !main) return { ok: false, reason: 'not_found' };
-    if (delta === -2 && !main) return { ok: false, reason: 'too_many_metadata_keys' };
-    return { ok: true, record: decodeRecord(pairsToObject(main!), pairsToObject(meta!))!, bytesDelta: delta };
+    const fields: Record<string, string> = {};
+    for (const [name, value] of Object.entries(update.fields ?? {})) fields[name] = JSON.stringify(value);
+    const arg = JSON.stringify({ updatedAt: update.updatedAt, maxMetadataKeys: update.maxMetadataKeys, fields, metadata: update.metadata ?? {} });
+    const reply = JSON.parse(
+      await guard(this.redis.novaUpdateRecord(this.keys.record(projectId, kind, id), this.keys.recordMetadata(projectId, kind, id), arg)),
+    ) as UpdateReply;
+    if ('error' in reply) return { ok: false, reason: reply.error };
+    return { ok: true, record: decodeRecord(reply.record, reply.metadata)!, bytesDelta: reply.bytesDelta };
   }
 }

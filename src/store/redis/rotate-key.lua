@@ -1,15 +1,21 @@
 -- novaRotateKey (api-keys.ts): gives an API key a new secret hash and appends the audit entry.
--- KEYS: record, index, audit. ARGV: new hash, previous expiry ISO or '', keep previous (1/0),
--- redacted value, audit fields…
--- Returns {old hash, older hash or '', the record's fields}, or false when the key does not exist.
+-- KEYS: record, index, audit.
+-- ARGV[1]: a JSON object {hash (the new secret's), keepPrevious (true: the old hash stays valid
+--   until previousExpiresAt, an ISO time), previousExpiresAt, redactedValue, audit: [field, value, …]}.
+-- Returns a JSON object {previousHash, olderHash ('' for none), record (the key's fields)}, or
+-- false when the key does not exist.
 -- AUDIT_MAX_LENGTH: set by the caller.
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local old = redis.call('HMGET', KEYS[1], 'hash', 'prev_hash')
-if ARGV[3] == '1' then
-  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', old[1], 'previous_secret_expires_at', ARGV[2])
+local RECORD, AUDIT = KEYS[1], KEYS[3]
+if redis.call('EXISTS', RECORD) == 0 then return false end
+local Q = cjson.decode(ARGV[1])
+local old = redis.call('HMGET', RECORD, 'hash', 'prev_hash')
+if Q.keepPrevious then
+  redis.call('HSET', RECORD, 'hash', Q.hash, 'prev_hash', old[1], 'previous_secret_expires_at', Q.previousExpiresAt)
 else
-  redis.call('HSET', KEYS[1], 'hash', ARGV[1], 'prev_hash', '', 'previous_secret_expires_at', '')
+  redis.call('HSET', RECORD, 'hash', Q.hash, 'prev_hash', '', 'previous_secret_expires_at', '')
 end
-redis.call('HSET', KEYS[1], 'redacted_value', ARGV[4])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', AUDIT_MAX_LENGTH, '*', unpack(ARGV, 5))
-return {old[1], old[2] or '', redis.call('HGETALL', KEYS[1])}
+redis.call('HSET', RECORD, 'redacted_value', Q.redactedValue)
+redis.call('XADD', AUDIT, 'MAXLEN', '~', AUDIT_MAX_LENGTH, '*', unpack(Q.audit))
+local record, fields = {}, redis.call('HGETALL', RECORD)
+for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
+return cjson.encode({previousHash = old[1], olderHash = old[2] or '', record = record})

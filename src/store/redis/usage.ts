@@ -18,7 +18,6 @@ import { luaScript } from './lua-script.js';
 
 /** Expired buckets and stored things freed per call, so no call's work grows without bound. */
 const PRUNE_LIMIT = 500;
-const ENTRY_ARGS = 11;
 
 /** reconcile(): frees the storage of things that expired (reconcile-storage.lua), for other scripts. */
 export const RECONCILE_LUA = luaScript(new URL('./reconcile-storage.lua', import.meta.url));
@@ -27,7 +26,7 @@ export const RECONCILE_LUA = luaScript(new URL('./reconcile-storage.lua', import
 const CLAIM_LUA = luaScript(new URL('./claim-write.lua', import.meta.url));
 
 /** Applies one part of a usage batch of one project, once: apply-usage.lua. */
-const APPLY_SCRIPT = luaScript(new URL('./apply-usage.lua', import.meta.url), { ENTRY_ARGS, PRUNE_LIMIT }, [RECONCILE_LUA, CLAIM_LUA]);
+const APPLY_SCRIPT = luaScript(new URL('./apply-usage.lua', import.meta.url), { PRUNE_LIMIT }, [RECONCILE_LUA, CLAIM_LUA]);
 
 /** A window of buckets, oldest first: read-usage.lua. */
 const READ_SCRIPT = luaScript(new URL('./read-usage.lua', import.meta.url));
@@ -86,29 +85,24 @@ export class RedisUsageStore implements UsageStore {
           ...this.bucketKeys(projectId),
           this.keys.conversationBytesHeld(projectId),
         ];
-        const args: (string | number)[] = [
-          Math.max(1, Math.round(retention.dedupMs)),
-          part === 0 ? storageBytesDelta : 0,
-          cutoffMinute,
-          cutoffHour,
-          MINUTE_MS + retention.minuteMs,
-          HOUR_MS + retention.hourMs,
-          batch.replica,
-          batch.seq,
-          batch.sub + part,
-        ];
-        for (const { dimension, group, minuteMs, counts } of entries.slice(part * ENTRIES_PER_CALL, (part + 1) * ENTRIES_PER_CALL)) {
-          args.push(
-            USAGE_DIMENSIONS.indexOf(dimension) + 1,
-            group ?? '',
-            String(minuteMs),
-            String(Math.floor(minuteMs / HOUR_MS) * HOUR_MS),
-            ...[counts.requests, counts.promptTokens, counts.completionTokens, counts.imageGenerations, counts.audioMs, counts.costMicros, counts.costAtto].map(
-              (value) => BigInt(value).toString(),
-            ),
-          );
-        }
-        totals.set(projectId, Number(await guard(this.redis.novaApplyUsage(keys.length, ...keys, ...args))));
+        const arg = JSON.stringify({
+          replica: batch.replica,
+          seq: batch.seq,
+          sub: batch.sub + part,
+          dedupMs: Math.max(1, Math.round(retention.dedupMs)),
+          storageDelta: part === 0 ? storageBytesDelta : 0,
+          // Strings: the exact integers, whatever their size, that the bucket fields and scores are.
+          m: { cutoff: String(cutoffMinute), ttlMs: MINUTE_MS + retention.minuteMs },
+          h: { cutoff: String(cutoffHour), ttlMs: HOUR_MS + retention.hourMs },
+          entries: entries.slice(part * ENTRIES_PER_CALL, (part + 1) * ENTRIES_PER_CALL).map(({ dimension, group, minuteMs, counts }) => ({
+            dimension,
+            group: group ?? '',
+            minuteStart: String(minuteMs),
+            hourStart: String(Math.floor(minuteMs / HOUR_MS) * HOUR_MS),
+            ...counts, // requests, promptTokens, …, costAtto: the names apply-usage.lua reads
+          })),
+        });
+        totals.set(projectId, Number(await guard(this.redis.novaApplyUsage(keys.length, ...keys, arg))));
       }
     }
     return totals;
