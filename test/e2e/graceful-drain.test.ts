@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 
 const ADMIN_TOKEN = `drain-admin-${randomBase62(24)}`;
@@ -8,11 +8,11 @@ const WORDS = ['one', ' two', ' three', ' four', ' five', ' six', ' seven', ' ei
 
 /** SIGTERM during a slow stream: the stream completes, new requests get 503, the process exits 0. */
 describe('graceful drain of the real process', () => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({ slow: { chunks: WORDS, chunkDelayMs: 250 } });
+    upstream = await LoopbackUpstream.start({ slow: { chunks: WORDS, chunkDelayMs: 250 } });
     gateway = await GatewayProcess.start({
       env: { NOVA_ADMIN_TOKEN: ADMIN_TOKEN, NOVA_DRAIN_TIMEOUT_MS: '15000' },
       configYaml: `

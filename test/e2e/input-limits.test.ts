@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import type { TestProject } from '../support/test-app.js';
 
@@ -23,7 +23,7 @@ const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
  * tokens are throttled per address like wrong API keys.
  */
 describe('input limits against the real process', () => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
   let project: TestProject;
 
@@ -39,7 +39,7 @@ describe('input limits against the real process', () => {
   const admin = (method: string, path: string, text: string) => send(method, path, text, `Bearer ${ADMIN_TOKEN}`);
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start();
+    upstream = await LoopbackUpstream.start();
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN },
       configYaml: `

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
@@ -10,13 +10,13 @@ const REPLY = ['The', ' quick', ' brown', ' fox', ' jumps.'];
 
 /** The official OpenAI SDK against the real server process, a real Redis and a fake upstream. */
 describe('OpenAI SDK v6 against the gateway (real process, real Redis)', () => {
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
   let client: OpenAI;
   let secret: string;
 
   beforeAll(async () => {
-    upstream = await FakeUpstream.start({ default: { chunks: REPLY }, limited: { status: 429, headers: { 'retry-after': '2' } } });
+    upstream = await LoopbackUpstream.start({ default: { chunks: REPLY }, limited: { status: 429, headers: { 'retry-after': '2' } } });
     const configYaml = `
 models:
   - id: echo-1

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import type { TestProject } from '../support/test-app.js';
@@ -17,13 +17,13 @@ const HI = [{ role: 'user', content: 'hi' }];
  */
 describe.each(['redis', 'cluster'] as const)('quota acceptance: two processes on one %s', (kind) => {
   let cluster: RedisCluster | undefined;
-  let upstream: FakeUpstream;
+  let upstream: LoopbackUpstream;
   let a: GatewayProcess;
   let b: GatewayProcess;
 
   beforeAll(async () => {
     if (kind === 'cluster') cluster = await RedisCluster.start();
-    upstream = await FakeUpstream.start({
+    upstream = await LoopbackUpstream.start({
       // 2 prompt + 5 completion tokens, answered after 500 ms: no request settles during a burst.
       slow: { latencyMs: 500, promptTokens: 2, chunks: ['a', 'b', 'c', 'd', 'e'] },
       // Streams of 40 chunks, 250 ms apart: held open for 10 s.

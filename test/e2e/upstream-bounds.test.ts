@@ -1,36 +1,12 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
 import { GatewayProcess } from '../support/gateway-process.js';
+import { LoopbackUpstream, type UpstreamBehavior } from '../support/loopback-upstream.js';
 import type { TestProject } from '../support/test-app.js';
 
 const HUGE = 50 * 1024 * 1024;
 const PIECE = Buffer.alloc(64 * 1024, 'x');
 const FIRST_CHUNK = 'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n';
-
-/** Writes up to HUGE bytes after `head`, honouring backpressure; resolves with what was written when the peer closed or all was sent. */
-async function pour(response: ServerResponse, head: string): Promise<number> {
-  let written = 0;
-  let closed = false;
-  response.once('close', () => (closed = true));
-  response.write(head);
-  while (!closed && written < HUGE) {
-    written += PIECE.length;
-    if (!response.write(PIECE)) await new Promise<void>((resolve) => {
-      // Both listeners go once either fires (one left behind per wait would pile up on the response).
-      const done = () => {
-        response.off('drain', done);
-        response.off('close', done);
-        resolve();
-      };
-      response.once('drain', done);
-      response.once('close', done);
-    });
-  }
-  if (!closed) response.end();
-  return written;
-}
 
 /**
  * An upstream that answers with 50 MB: one endless SSE event, a JSON body to a stream request, a
@@ -38,41 +14,42 @@ async function pour(response: ServerResponse, head: string): Promise<number> {
  * each early, tell the client `upstream_error`, and keep its event loop free for probes.
  */
 describe('bounded upstream replies (real process, real Redis)', () => {
-  let upstream: Server;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
   let project: TestProject;
-  const written: Record<string, number> = {};
+  /** The bytes a scenario's request (the last, or the one at `index`) wrote, once its reply was over: the peer closed or all was sent. */
+  const written = (scenario: string, index = -1) => {
+    const request = upstream.requestsOf(scenario).at(index);
+    return request?.closed ? request.bytesWritten : undefined;
+  };
 
   beforeAll(async () => {
-    upstream = createServer((request: IncomingMessage, response: ServerResponse) => {
-      request.resume();
-      const scenario = (request.url ?? '').split('/')[1]!;
-      if (scenario === 'absurd') {
-        // Usage numbers no backend could mean: 1e300 prompt tokens, a negative completion count.
-        const usage = '{"prompt_tokens":1e300,"completion_tokens":-4,"total_tokens":1e300}';
-        response.writeHead(200, { 'content-type': 'application/json' });
-        response.end(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}],"usage":${usage}}`);
-        return;
-      }
-      response.writeHead(200, { 'content-type': scenario === 'event' ? 'text/event-stream' : 'application/json' });
-      const head = scenario === 'event' ? `${FIRST_CHUNK}data: {"choices":[{"delta":{"content":"` : '{"choices":[{"message":{"content":"';
-      void pour(response, head).then((bytes) => (written[scenario] = bytes));
+    /** HUGE bytes after `head`, honouring backpressure. */
+    const pour = (contentType: string, head: string): UpstreamBehavior => ({
+      headers: { 'content-type': contentType },
+      flood: { head, piece: () => PIECE, count: HUGE / PIECE.length },
     });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    // Usage numbers no backend could mean: 1e300 prompt tokens, a negative completion count.
+    const usage = '{"prompt_tokens":1e300,"completion_tokens":-4,"total_tokens":1e300}';
+    upstream = await LoopbackUpstream.start({
+      absurd: { body: `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}],"usage":${usage}}` },
+      event: pour('text/event-stream', `${FIRST_CHUNK}data: {"choices":[{"delta":{"content":"`),
+      'json-stream': pour('application/json', '{"choices":[{"message":{"content":"'),
+      json: pour('application/json', '{"choices":[{"message":{"content":"'),
+    });
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: `admin-${randomBase62(20)}` },
       configYaml: `
 models:
   - id: event-1
-    upstream: ${base}/event/v1
+    upstream: ${upstream.baseUrl('event')}
   - id: json-stream-1
-    upstream: ${base}/json-stream/v1
+    upstream: ${upstream.baseUrl('json-stream')}
   - id: json-1
-    upstream: ${base}/json/v1
+    upstream: ${upstream.baseUrl('json')}
     endpoints: [chat, embeddings]
   - id: absurd-1
-    upstream: ${base}/absurd/v1
+    upstream: ${upstream.baseUrl('absurd')}
   - id: echo-1
     provider: echo
 usage:
@@ -89,8 +66,7 @@ redis:
 
   afterAll(async () => {
     await gateway?.stop();
-    upstream?.closeAllConnections();
-    await new Promise<void>((resolve) => upstream?.close(() => resolve()));
+    await upstream?.close();
   });
 
   const post = (path: string, body: Record<string, unknown>) =>
@@ -123,7 +99,7 @@ redis:
     const events = text.split('\n\n').filter(Boolean);
     expect(events[0]).toBe(FIRST_CHUNK.replace('"model":"m"', '"model":"event-1"').trimEnd());
     expect(JSON.parse(events.at(-1)!.slice('data: '.length))).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_error' } });
-    await expect.poll(() => written.event).toBeLessThan(HUGE / 4);
+    await expect.poll(() => written('event')).toBeLessThan(HUGE / 4);
     expect(slowest).toBeLessThan(500);
   });
 
@@ -132,7 +108,7 @@ redis:
     expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const text = await response.text();
     expect(JSON.parse(text.trim().slice('data: '.length))).toMatchObject({ error: { type: 'upstream_error' } });
-    await expect.poll(() => written['json-stream']).toBeLessThan(HUGE / 4);
+    await expect.poll(() => written('json-stream')).toBeLessThan(HUGE / 4);
   });
 
   it('answers 502 to a JSON reply over the limit, chat or pass-through, and closes the upstream early', async () => {
@@ -140,11 +116,11 @@ redis:
       ['/chat/completions', { model: 'json-1', messages }],
       ['/embeddings', { model: 'json-1', input: 'x' }],
     ] as const) {
-      delete written.json;
+      const index = upstream.requestsOf('json').length;
       const response = await post(path, body);
       expect(response.status).toBe(502);
       expect(await response.json()).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_error' } });
-      await expect.poll(() => written.json).toBeLessThan(HUGE / 4);
+      await expect.poll(() => written('json', index)).toBeLessThan(HUGE / 4);
     }
   });
 
