@@ -10,7 +10,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeOpenAiUpstream, PLAIN_ANSWER, WEATHER_ANSWER } from '../support/fake-openai-upstream.js';
+import { LoopbackUpstream, PLAIN_ANSWER, SDK_BACKEND, WEATHER_ANSWER } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import type { TestProject } from '../support/test-app.js';
 
@@ -33,8 +33,8 @@ const WEATHER_RESULT = '{"sky":"sunny"}';
  * itself differently from the public model id, and serves completions, embeddings and responses.
  */
 describe('client compatibility: openai SDK, Vercel AI SDK, LangChain (real process, real Redis)', () => {
-  let upstream: FakeOpenAiUpstream;
-  let litellm: FakeOpenAiUpstream;
+  let upstream: LoopbackUpstream;
+  let litellm: LoopbackUpstream;
   let gateway: GatewayProcess;
   let redis: Redis;
   let projectA: TestProject;
@@ -42,22 +42,22 @@ describe('client compatibility: openai SDK, Vercel AI SDK, LangChain (real proce
   let baseURL: string;
 
   beforeAll(async () => {
-    upstream = await FakeOpenAiUpstream.start();
-    litellm = await FakeOpenAiUpstream.start({ litellmUsage: true });
+    upstream = await LoopbackUpstream.start({ default: SDK_BACKEND });
+    litellm = await LoopbackUpstream.start({ default: { ...SDK_BACKEND, litellmUsage: true } });
     const all = '[chat, completions, embeddings, responses]';
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN },
       configYaml: `
 models:
   - id: agent-1
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     upstream_model: backend/agent
     endpoints: ${all}
   - id: gpt-5-mini
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     endpoints: ${all}
   - id: litellm-1
-    upstream: ${litellm.baseUrl}
+    upstream: ${litellm.baseUrl()}
 redis:
   key_prefix: ${PREFIX}
 usage:

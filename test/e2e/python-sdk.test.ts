@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { pythonTools } from '../../scripts/python-tools.mjs';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeOpenAiUpstream, PLAIN_ANSWER, WEATHER_ANSWER } from '../support/fake-openai-upstream.js';
+import { LoopbackUpstream, PLAIN_ANSWER, SDK_BACKEND, WEATHER_ANSWER } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 
 const run = promisify(execFile);
@@ -16,7 +16,7 @@ const python = async () => process.env.NOVA_TEST_PYTHON || (await pythonTools())
 
 /** The official Python openai SDK (test/python-requirements.txt) against the real process. */
 describe('Python openai SDK against the gateway (real process, real Redis)', () => {
-  let upstream: FakeOpenAiUpstream;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
 
   // The virtualenv is made here, with time for pip (a minute or more); when that fails (what to
@@ -24,13 +24,13 @@ describe('Python openai SDK against the gateway (real process, real Redis)', () 
   beforeAll(() => python().catch(() => undefined), 600_000);
 
   beforeAll(async () => {
-    upstream = await FakeOpenAiUpstream.start();
+    upstream = await LoopbackUpstream.start({ default: SDK_BACKEND });
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: `admin-${randomBase62(20)}` },
       configYaml: `
 models:
   - id: agent-1
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     upstream_model: backend/agent
     endpoints: [chat, completions, embeddings, responses]
 redis:

@@ -1,23 +1,23 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import { RecordingUsageMeter } from '../support/chat-fixtures.js';
-import { FakeOpenAiUpstream, PLAIN_ANSWER } from '../support/fake-openai-upstream.js';
+import { LoopbackUpstream, PLAIN_ANSWER, SDK_BACKEND } from '../support/loopback-upstream.js';
 import { buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 
 /** The OpenAI-shaped model routes at the app level: what is read, what is refused, what passes through. */
 describe.each(STORE_KINDS)('completions, embeddings and responses routes (%s store)', (kind) => {
-  let upstream: FakeOpenAiUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
   let usage: RecordingUsageMeter;
 
   beforeAll(async () => {
-    upstream = await FakeOpenAiUpstream.start();
+    upstream = await LoopbackUpstream.start({ default: SDK_BACKEND });
     usage = new RecordingUsageMeter();
     const config = defaultConfig({
       models: [
-        { id: 'all-1', upstream: upstream.baseUrl, upstream_model: 'backend/all', endpoints: ['chat', 'completions', 'embeddings', 'responses'] },
-        { id: 'chat-only', upstream: upstream.baseUrl },
+        { id: 'all-1', upstream: upstream.baseUrl(), upstream_model: 'backend/all', endpoints: ['chat', 'completions', 'embeddings', 'responses'] },
+        { id: 'chat-only', upstream: upstream.baseUrl() },
       ],
       conversations: { store_default: true },
     });
@@ -74,7 +74,7 @@ describe.each(STORE_KINDS)('completions, embeddings and responses routes (%s sto
     const stored = await post('/v1/responses', { model: 'all-1', input: 'Hi' });
     const items = await test.app.inject({ url: `/v1/responses/${stored.json().id}/input_items?limit=5`, headers: project.auth });
     expect(items.json()).toMatchObject({ object: 'list', data: [] });
-    expect(upstream.requests.at(-1)).toMatchObject({ method: 'GET', path: `/responses/${stored.json().id}/input_items` });
+    expect(upstream.requests.at(-1)).toMatchObject({ method: 'GET', route: `/responses/${stored.json().id}/input_items` });
   });
 
   it('stores chat by default when conversations.store_default is on, unless the request says store: false', async () => {

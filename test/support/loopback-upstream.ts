@@ -83,7 +83,7 @@ type Json = Record<string, unknown>;
 export const PLAIN_ANSWER = 'Hello from the backend.';
 export const WEATHER_ANSWER = 'It is sunny in Paris.';
 const CONTINUED_ANSWER = 'Continuing from before.';
-const COMPLETION_ANSWER = ' and so on.';
+const COMPLETION_PIECES = [' and', ' so', ' on.'];
 const DEFAULT_CHUNKS = ['Hello', ' from', ' the', ' fake', ' upstream.'];
 
 /** A text in word pieces, each with the white space after it: as a backend streams its tokens. */
@@ -349,11 +349,11 @@ export class LoopbackUpstream {
 
   private async completion(response: ServerResponse, recorded: UpstreamRequest, behavior: UpstreamBehavior): Promise<void> {
     const body = recorded.body;
-    const pieces = words(COMPLETION_ANSWER);
+    const pieces = COMPLETION_PIECES;
     const usage = this.usage(behavior, pieces.length);
     const base = { id: `cmpl-${++this.sequence}`, object: 'text_completion', created: 1_700_000_000, model: `served-${String(body.model)}` };
     const choice = (text: string, finish: string | null) => ({ ...base, choices: [{ index: 0, text, finish_reason: finish, logprobs: null }] });
-    if (body.stream !== true) return this.send(response, recorded, behavior, 200, { ...choice(COMPLETION_ANSWER, 'stop'), usage });
+    if (body.stream !== true) return this.send(response, recorded, behavior, 200, { ...choice(pieces.join(''), 'stop'), usage });
     const includeUsage = (body.stream_options as Json | undefined)?.include_usage === true;
     const closing = [data(choice('', 'stop'))];
     if (includeUsage) closing.push(data({ ...base, choices: [], usage }));
