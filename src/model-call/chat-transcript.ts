@@ -1,6 +1,9 @@
 import { parseEventData } from './sse-relay.js';
 import type { ChatMessage } from './upstream-body.js';
 
+const LF = 0x0a;
+const CR = 0x0d;
+
 interface ToolCallDelta {
   index?: number;
   id?: string;
@@ -32,7 +35,12 @@ const FLAT_DELTA = new RegExp(String.raw`${CHOICES}${FLAT_MEMBERS}\}`);
 function textOfChunk(event: Buffer): string | null {
   const text = event.toString('utf8');
   if (!text.includes('"delta"')) return '';
-  if (text.indexOf('\n') !== text.length - 2) return null;
+  // One line, then only line ends (its own and the blank line's, CRLF, LF or CR): else parsed.
+  let lineEnd = text.length;
+  while (lineEnd > 0 && (text.charCodeAt(lineEnd - 1) === LF || text.charCodeAt(lineEnd - 1) === CR)) lineEnd--;
+  const lf = text.indexOf('\n');
+  const cr = text.indexOf('\r');
+  if ((lf !== -1 && lf < lineEnd) || (cr !== -1 && cr < lineEnd)) return null;
   const literal = TEXT_DELTA.exec(text)?.[1];
   if (literal === undefined) return FLAT_DELTA.test(text) ? '' : null;
   if (!literal.includes('\\')) return literal;

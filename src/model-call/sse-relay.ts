@@ -1,15 +1,19 @@
 import type { Readable, Writable } from 'node:stream';
-import { QUOTE } from '../core/json-codes.js';
+import { COLON, QUOTE } from '../core/json-codes.js';
 import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from '../core/json-bytes.js';
 import { tokensOf, type Operation, type TokenUsage } from '../core/operations.js';
 
-const BLANK_LF = Buffer.from('\n\n');
-const BLANK_CRLF = Buffer.from('\r\n\r\n');
+const LF = 0x0a;
+const CR = 0x0d;
+const SPACE = 0x20;
+const TAB = 0x09;
+/** The byte pairs where a blank line starts (see BlankLines). */
+const BLANK_PAIRS = ['\n\n', '\n\r', '\r\r'];
+const LF_LF = Buffer.from('\n\n');
+const LF_CR = Buffer.from('\n\r');
+const CR_CR = Buffer.from('\r\r');
 const USAGE_KEY = ByteToken.quoted('usage');
 const MODEL_KEY = ByteToken.quoted('model');
-const DONE_MARKER = ByteToken.of('[DONE]');
-/** `data: [DONE]` with its blank line, and some room for CRLF or a trailing space. */
-const SHORT_EVENT = 24;
 
 export interface SseRelayOptions {
   operation: Operation;
@@ -29,13 +33,78 @@ export interface SseRelayOptions {
   beforeEnd?: () => Promise<void>;
 }
 
+/*
+ * Framing (the WHATWG server-sent events rules): a line ends at CRLF, at a lone LF or at a lone CR;
+ * an event ends at a blank line, i.e. where a line end follows a line end. An LF always closes a
+ * line end, and a CR followed by a CR is a whole one, so a blank line starts exactly at the second
+ * byte of a `\n\n`, `\n\r` or `\r\r` pair (`\r\n` is one line end); the event ends past that
+ * byte, and past one more when it is the CR of a CRLF.
+ */
+
+/** The blank lines of a text that holds a CR: each pair searched once, its next occurrence kept. */
+class BlankLines {
+  /** Per pair, its first occurrence at or after the last search start; -1 when there is none left. */
+  private readonly next = [-2, -2, -2];
+
+  constructor(private readonly text: string) {}
+
+  /** Index of the first pair at or after `from`, or -1. */
+  first(from: number): number {
+    let first = -1;
+    for (let pair = 0; pair < 3; pair++) {
+      let at = this.next[pair]!;
+      if (at !== -1 && at < from) this.next[pair] = at = this.text.indexOf(BLANK_PAIRS[pair]!, from);
+      if (at !== -1 && (first === -1 || at < first)) first = at;
+    }
+    return first;
+  }
+}
+
 /** End of the event starting at `from` (index past its blank line) in `text`, or -1 when it is not complete yet. */
-function eventEnd(text: string, from: number, hasCr: boolean): number {
-  const lf = text.indexOf('\n\n', from);
-  if (!hasCr) return lf === -1 ? -1 : lf + 2;
-  const crlf = text.indexOf('\r\n\r\n', from);
-  if (lf === -1) return crlf === -1 ? -1 : crlf + 4;
-  return crlf === -1 || lf < crlf ? lf + 2 : crlf + 4;
+function eventEnd(text: string, from: number, blanks: BlankLines | null): number {
+  if (!blanks) {
+    const lf = text.indexOf('\n\n', from);
+    return lf === -1 ? -1 : lf + 2;
+  }
+  const at = blanks.first(from);
+  if (at === -1) return -1;
+  return text.charCodeAt(at + 1) === CR && text.charCodeAt(at + 2) === LF ? at + 3 : at + 2;
+}
+
+/** Whether `chunk`, arriving after held bytes that end with the byte `last` and hold no blank line, completes an event. */
+function completesEvent(last: number, chunk: Buffer): boolean {
+  const first = chunk[0];
+  if ((last === LF && (first === LF || first === CR)) || (last === CR && first === CR)) return true;
+  if (chunk.indexOf(LF_LF) !== -1) return true;
+  return chunk.indexOf(CR) !== -1 && (chunk.indexOf(LF_CR) !== -1 || chunk.indexOf(CR_CR) !== -1);
+}
+
+/**
+ * Whether the event's data is `[DONE]` (trailing blanks aside): it has one `data` field, and that is
+ * its value, whatever the size of the event and its other lines (comments, `event`, `id`). A
+ * `data:` line of any other value answers at its first bytes, so a JSON event costs a few reads.
+ */
+function isDoneEvent(text: string): boolean {
+  let seen = false;
+  for (let at = 0; at < text.length; ) {
+    let end = at;
+    if (text.startsWith('data', at) && text.charCodeAt(at + 4) === COLON) {
+      if (seen) return false;
+      seen = true;
+      let value = at + 5;
+      if (text.charCodeAt(value) === SPACE) value++;
+      if (!text.startsWith('[DONE]', value)) return false;
+      end = value + 6;
+      while (text.charCodeAt(end) === SPACE || text.charCodeAt(end) === TAB) end++;
+      if (end < text.length && text.charCodeAt(end) !== LF && text.charCodeAt(end) !== CR) return false;
+    } else {
+      // Another field, a comment or a blank line; a bare `data` line is a data field with no value.
+      if (text.startsWith('data', at) && (at + 4 === text.length || text.charCodeAt(at + 4) === LF || text.charCodeAt(at + 4) === CR)) return false;
+      while (end < text.length && text.charCodeAt(end) !== LF && text.charCodeAt(end) !== CR) end++;
+    }
+    at = text.charCodeAt(end) === CR && text.charCodeAt(end + 1) === LF ? end + 2 : end + 1;
+  }
+  return seen;
 }
 
 /** The JSON of an event's data lines (`data:` fields joined), parsed; null when it is not a JSON object. */
@@ -43,10 +112,10 @@ export function parseEventData(event: Buffer): Record<string, unknown> | null {
   const text = event.toString('utf8').trimEnd();
   // Nearly every event is one `data:` line: parsed as it is, without splitting.
   const data =
-    text.startsWith('data:') && !text.includes('\n')
+    text.startsWith('data:') && !text.includes('\n') && !text.includes('\r')
       ? text.slice(text[5] === ' ' ? 6 : 5)
       : text
-          .split(/\r?\n/)
+          .split(/\r\n?|\n/)
           .filter((line) => line.startsWith('data:'))
           .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
           .join('\n');
@@ -100,6 +169,11 @@ export class SseRelay {
   completed = false;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
+  /**
+   * The last event ended with a CR at the end of the bytes so far: an LF arriving next is the rest
+   * of that CRLF, not a blank line, and goes to the client only if the event went as it came.
+   */
+  private lfAfterCr: 'forward' | 'drop' | null = null;
   private stopped = false;
   private started = false;
   private tokenSeen = false;
@@ -131,15 +205,28 @@ export class SseRelay {
     this.finish();
   }
 
-  /** Takes the next bytes of the upstream stream. */
+  /**
+   * Takes the next bytes of the upstream stream. Line endings go to the client as the upstream
+   * wrote them: it gets whole events of the upstream's bytes, so any framing the standard allows
+   * stays valid (the relay's own events, written in their place, end with LF).
+   */
   accept(chunk: Buffer): void {
-    if (this.stopped) return;
+    if (this.stopped || chunk.length === 0) return;
     let buf = chunk;
+    if (this.lfAfterCr !== null) {
+      const forwardLf = this.lfAfterCr === 'forward';
+      this.lfAfterCr = null;
+      if (chunk[0] === LF) {
+        if (forwardLf) this.forward(chunk.subarray(0, 1));
+        if (chunk.length === 1) return;
+        buf = chunk = chunk.subarray(1);
+      }
+    }
     if (this.pending.length > 0) {
-      // Only the new bytes (and the last three held, which may span several short chunks) can
+      // Held bytes hold no blank line: only the new ones (and the last byte held before them) can
       // complete the pending event, so a large event costs one concatenation, not one per chunk.
-      const seam = Buffer.concat([...this.heldTail(BLANK_CRLF.length - 1), chunk]);
-      if (seam.indexOf(BLANK_LF) === -1 && seam.indexOf(BLANK_CRLF) === -1) {
+      const held = this.pending[this.pending.length - 1]!;
+      if (!completesEvent(held[held.length - 1]!, chunk)) {
         this.hold(chunk);
         return;
       }
@@ -171,11 +258,11 @@ export class SseRelay {
     // The bytes as a latin1 string (one character per byte: the same positions), searched with
     // String's indexOf: a Buffer's crosses into C++ on every call, and an event takes five or six.
     const text = buf.toString('latin1');
-    const hasCr = text.includes('\r');
+    const blanks = text.includes('\r') ? new BlankLines(text) : null;
     let position = 0;
     let emitFrom = 0;
     for (;;) {
-      const end = eventEnd(text, position, hasCr);
+      const end = eventEnd(text, position, blanks);
       if (end === -1) break;
       if (end - position > this.options.maxEventBytes) {
         // The complete events before it still reach the client, ahead of the owner's error event.
@@ -191,21 +278,12 @@ export class SseRelay {
         if (relayed) this.forward(relayed);
         emitFrom = end;
       }
+      // A CR ends the blank line whatever follows it, so the event went at once; an LF next would complete that CRLF.
+      if (end === buf.length && text.charCodeAt(end - 1) === CR) this.lfAfterCr = relayed !== null && relayed[relayed.length - 1] === CR ? 'forward' : 'drop';
       position = end;
     }
     if (position > emitFrom) this.forward(emitFrom === 0 && position === buf.length ? buf : buf.subarray(emitFrom, position));
     if (position < buf.length) this.hold(Buffer.from(buf.subarray(position)));
-  }
-
-  /** The last `count` bytes held, oldest first, as views of the held chunks. */
-  private heldTail(count: number): Buffer[] {
-    const tail: Buffer[] = [];
-    for (let index = this.pending.length - 1; index >= 0 && count > 0; index--) {
-      const held = this.pending[index]!;
-      tail.unshift(held.length > count ? held.subarray(held.length - count) : held);
-      count -= held.length;
-    }
-    return tail;
   }
 
   private hold(bytes: Buffer): void {
@@ -218,6 +296,7 @@ export class SseRelay {
     this.stopped = true;
     this.pending = [];
     this.pendingBytes = 0;
+    this.lfAfterCr = null;
   }
 
   private oversize(): void {
@@ -275,7 +354,7 @@ export class SseRelay {
   /** Looks at one complete event (`text`: its latin1 string, see relay); returns it, its rewritten form, or null to drop it. */
   private inspect(event: Buffer, text = latin1(event)): Buffer | null {
     const { operation, hideUsage, publicModel } = this.options;
-    if (event.length < SHORT_EVENT && holds(text, DONE_MARKER)) {
+    if (isDoneEvent(text)) {
       this.completed = true;
       return event;
     }

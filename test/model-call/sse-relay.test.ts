@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName } from '../../src/core/operations.js';
 import { ByteToken } from '../../src/core/json-bytes.js';
 import { parseEventData, SseRelay } from '../../src/model-call/sse-relay.js';
+import { ChatTranscript } from '../../src/model-call/chat-transcript.js';
 
 const chunk = (content: string, extra = '', model = 'm') =>
   `data: {"id":"c1","model":"${model}","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}}}]${extra}}\n\n`;
@@ -113,10 +114,20 @@ describe('SseRelay', () => {
 
   it('relays a CRLF event as soon as its blank line is complete, however it was split', async () => {
     const events: Buffer[] = [];
-    const { relay: r } = makeRelay({ hide: false }, events);
+    const { relay: r, sink } = makeRelay({ hide: false }, events);
+    const out: Buffer[] = [];
+    sink.on('data', (data: Buffer) => out.push(data));
+    const ended = new Promise((resolve) => sink.on('end', resolve));
     const event = chunk('a').replace('\n\n', '');
-    for (const piece of [`${event}\r`, '\n\r', '\n']) r.accept(Buffer.from(piece));
-    expect(events.map(String)).toEqual([`${event}\r\n\r\n`]);
+    r.accept(Buffer.from(`${event}\r`));
+    r.accept(Buffer.from('\n\r'));
+    // The CR ends the blank line (an LF may follow it or not): the event is complete.
+    expect(events.map(String)).toEqual([`${event}\r\n\r`]);
+    r.accept(Buffer.from('\n'));
+    r.finish();
+    await ended;
+    expect(events).toHaveLength(1);
+    expect(Buffer.concat(out).toString()).toBe(`${event}\r\n\r\n`);
   });
 
   it('accepts a CRLF event that fits the limit when it arrives a byte at a time', async () => {
@@ -133,6 +144,93 @@ describe('SseRelay', () => {
     expect(oversized).toBe(0);
     expect(Buffer.concat(out).toString()).toBe(bytes.toString());
     expect(r.outputEvents).toBe(2);
+  });
+
+  describe('line endings: CRLF, LF and a lone CR, mixed as the standard allows', () => {
+    /** STREAM's events, each line (the blank one too) ended by the next of `endings` in turn. */
+    const encode = (endings: string[]) => {
+      let next = 0;
+      const events = STREAM.split(/(?<=\n\n)/).map((event) => event.replace(/\n/g, () => endings[next++ % endings.length]!));
+      return { input: events.join(''), usage: events[4]! };
+    };
+    // No CR is followed by an LF of the next line end: that pair would be one CRLF.
+    const styles = { cr: ['\r'], 'cr crlf lf': ['\r', '\r\n', '\n'], 'lf crlf': ['\n', '\r\n'], 'crlf lf cr': ['\r\n', '\n', '\r'] };
+
+    it.each(Object.entries(styles).flatMap(([name, endings]) => [1, 2, 3, 5, 64, 10_000].map((splitEvery) => [name, splitEvery, endings] as const)))(
+      '%s, in chunks of %i bytes: the same events, metering and bytes',
+      async (_name, splitEvery, endings) => {
+        const { input, usage } = encode(endings);
+        const { relay: r, text, events } = await relay(input, { hide: false, splitEvery });
+        expect(text).toBe(input);
+        expect(r.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
+        expect(r.outputEvents).toBe(3);
+        expect(r.completed).toBe(true);
+        expect(events.map(parseEventData)).toEqual(STREAM.split(/(?<=\n\n)/).slice(0, 5).map((event) => parseEventData(Buffer.from(event))));
+        const transcript = new ChatTranscript();
+        for (const event of events) transcript.onEvent(event);
+        expect(transcript.message()).toEqual({ role: 'assistant', content: 'Hello "quoted"\\n é✓' });
+        const hidden = await relay(input, { hide: true, splitEvery });
+        expect(hidden.text).toBe(input.replace(usage, ''));
+        expect(hidden.relay.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
+      },
+    );
+
+    it('takes a lone CR at the end of a chunk for a line end at once, and an LF after it for the rest of that CRLF', () => {
+      const events: Buffer[] = [];
+      const { relay: r } = makeRelay({ hide: false }, events);
+      const event = chunk('a').replace('\n\n', '');
+      r.accept(Buffer.from(`${event}\r`));
+      expect(events).toEqual([]);
+      // A CR after a line end is a blank line, whatever follows it: the event is complete.
+      r.accept(Buffer.from('\r'));
+      expect(events.map(String)).toEqual([`${event}\r\r`]);
+      // The LF completes the CRLF of that blank line: it is not a blank line of its own.
+      r.accept(Buffer.from('\n'));
+      r.accept(Buffer.from(`${event}\r`));
+      r.accept(Buffer.from('\n'));
+      expect(events).toHaveLength(1);
+      r.accept(Buffer.from('\n'));
+      expect(events.map(String)).toEqual([`${event}\r\r`, `${event}\r\n\n`]);
+    });
+
+    it('drops the LF after a dropped usage chunk that a lone CR ended, and forwards the one after a forwarded event', async () => {
+      const usage = USAGE.replace('\n\n', '\r\r');
+      const { relay: r, sink } = makeRelay({ hide: true });
+      const out: Buffer[] = [];
+      sink.on('data', (data: Buffer) => out.push(data));
+      const ended = new Promise((resolve) => sink.on('end', resolve));
+      for (const piece of [chunk('a').replace('\n\n', '\r\r'), '\n', usage, '\ndata: [DONE]\r\r', '\n']) r.accept(Buffer.from(piece));
+      r.finish();
+      await ended;
+      expect(Buffer.concat(out).toString()).toBe(`${chunk('a').replace('\n\n', '\r\r\n')}data: [DONE]\r\r\n`);
+      expect(r.usage).toEqual({ prompt_tokens: 11, completion_tokens: 3 });
+      expect(r.completed).toBe(true);
+    });
+
+    it('reads the text of a conversation only from the data line: a lone CR ends it', () => {
+      const transcript = new ChatTranscript();
+      // The data is `{…}\nmore`, which is not JSON: no text, as with every event that does not parse.
+      for (const event of [`${chunk('a').replace('\n\n', '\r')}data: more\n\n`, chunk('b').replace('\n\n', '\r\r'), chunk('c').replace('\n\n', '\r\n\n')]) {
+        transcript.onEvent(Buffer.from(event));
+      }
+      expect(transcript.message()).toEqual({ role: 'assistant', content: 'bc' });
+    });
+
+    it('knows [DONE] in an event of any size and framing, and only as the event\'s data', async () => {
+      const comment = `: ${'keep-alive '.repeat(20)}`;
+      const terminal = [
+        'data: [DONE]\n\n',
+        'data:[DONE]\r\n\r\n',
+        'data: [DONE]\r\r',
+        'data: [DONE] \n\n',
+        `${comment}\nevent: done\nid: 7\ndata: [DONE]\n\n`,
+        `${comment}\r\ndata: [DONE]\r\n\r\n`,
+        `event: done\rdata: [DONE]\r${comment}\r\r`,
+      ];
+      for (const done of terminal) expect((await relay(`${chunk('a')}${done}`, { hide: false, splitEvery: 3 })).relay.completed, JSON.stringify(done)).toBe(true);
+      const notTerminal = [chunk('[DONE]'), ': [DONE]\n\n', 'event: [DONE]\n\n', 'data: [DONE]x\n\n', 'data: [DONE]\ndata: more\n\n', 'data:  [DONE]\n\n', 'data\ndata: [DONE]\n\n'];
+      for (const other of notTerminal) expect((await relay(`${chunk('a')}${other}`, { hide: false })).relay.completed, JSON.stringify(other)).toBe(false);
+    });
   });
 
   it('does not mistake "usage" or "content" inside generated text for fields', async () => {
@@ -328,5 +426,11 @@ describe('parseEventData', () => {
     expect(parseEventData(Buffer.from(': keep-alive\r\ndata: {"a":\r\ndata: [4]}\r\n\r\n'))).toEqual({ a: [4] });
     expect(parseEventData(Buffer.from('data: [DONE]\n\n'))).toBeNull();
     expect(parseEventData(Buffer.from('data: [1,2]\n\n'))).toBeNull();
+  });
+
+  it('reads data lines ended by a lone CR, or by endings of several kinds', () => {
+    expect(parseEventData(Buffer.from('data: {"a":1}\r\r'))).toEqual({ a: 1 });
+    expect(parseEventData(Buffer.from(': c\rdata: {"a":\rdata: [2]}\r\r'))).toEqual({ a: [2] });
+    expect(parseEventData(Buffer.from('data: {"a":\rdata: 3}\n\r\n'))).toEqual({ a: 3 });
   });
 });
