@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeResourceUpstream } from '../support/fake-resource-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { silentWav } from '../support/wav.js';
 
@@ -11,7 +11,7 @@ const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
  * create through the gateway → update through the SPEC endpoint → usage shows it.
  */
 describe('fine-tuning jobs, transcriptions, images and speech end to end', () => {
-  let upstream: FakeResourceUpstream;
+  let upstream: LoopbackUpstream;
   let gateway: GatewayProcess;
   let auth: { authorization: string };
   let projectId: string;
@@ -26,21 +26,21 @@ describe('fine-tuning jobs, transcriptions, images and speech end to end', () =>
   };
 
   beforeAll(async () => {
-    upstream = await FakeResourceUpstream.start();
+    upstream = await LoopbackUpstream.start();
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN, UPSTREAM_KEY: 'sk-upstream-secret-123' },
       configYaml: `
 models:
   - id: tuner
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     upstream_model: base-model-7b
     api_key_env: UPSTREAM_KEY
     endpoints: [fine_tuning]
   - id: painter
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     endpoints: [images]
   - id: voice
-    upstream: ${upstream.baseUrl}
+    upstream: ${upstream.baseUrl()}
     endpoints: [audio]
 redis:
   key_prefix: e2e${randomBase62(8)}
@@ -61,8 +61,8 @@ usage:
     const job = await json('POST', '/v1/fine_tuning/jobs', { model: 'tuner', training_file: 'file-abc', name: 'first try', metadata: { team: 'search' }, suffix: 'x' });
     expect(job.status).toBe(200);
     expect(job.body).toMatchObject({ id: 'ftjob-fake123', object: 'nova.resource', status: 'succeeded', job_status: 'queued', name: 'first try', model: 'tuner', training_file: 'file-abc' });
-    const upstreamJob = upstream.requests.find((request) => request.path === '/v1/fine_tuning/jobs')!;
-    expect(upstreamJob.json).toEqual({ model: 'base-model-7b', training_file: 'file-abc', metadata: { team: 'search' }, suffix: 'x' });
+    const upstreamJob = upstream.requestsTo('/fine_tuning/jobs')[0]!;
+    expect(upstreamJob.body).toEqual({ model: 'base-model-7b', training_file: 'file-abc', metadata: { team: 'search' }, suffix: 'x' });
     expect(upstreamJob.headers.authorization).toBe('Bearer sk-upstream-secret-123');
     const renamed = await json('PATCH', '/v1/fine_tuning/jobs/ftjob-fake123', { name: 'second try', metadata: { owner: 'ana' } });
     expect(renamed.body).toMatchObject({ name: 'second try', job_status: 'queued', metadata: { team: 'search', owner: 'ana' } });
@@ -77,7 +77,7 @@ usage:
     expect(tagged.body).toMatchObject({ id: items[1]!.asset_id, asset_kind: 'image', tags: ['hero'], metadata: { campaign: 'spring' } });
 
     // Speech: the body is the audio, the asset id comes in a header; 2 s of audio are counted.
-    upstream.behavior.speechSeconds = 2;
+    upstream.update('default', { speechSeconds: 2 });
     const speech = await fetch(`${gateway.url}/v1/audio/speech`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
@@ -92,7 +92,7 @@ usage:
     expect(speechTagged.body).toMatchObject({ asset_kind: 'audio', metadata: { voice: 'alloy' } });
 
     // Transcription of a 3 s file; the backend reports no duration, so the file header is read.
-    upstream.behavior.reportDuration = false;
+    upstream.update('default', { reportDuration: false });
     const form = new FormData();
     form.append('model', 'voice');
     form.append('language', 'en-us');
@@ -102,7 +102,7 @@ usage:
     expect(transcribed.status).toBe(200);
     expect(transcript).toMatchObject({ text: 'hello from the fake transcriber', language: 'en-US', duration_seconds: 3 });
     expect(transcript.id).toMatch(/^trans_/);
-    const forwarded = upstream.requests.find((request) => request.path === '/v1/audio/transcriptions')!;
+    const forwarded = upstream.requestsTo('/audio/transcriptions')[0]!;
     expect(forwarded.multipart).toMatchObject({ fields: { model: 'voice', language: 'en-us' }, fileName: 'clip.wav', fileBytes: silentWav(3).length });
     const corrected = await json('PUT', `/v1/audio/transcriptions/${transcript.id}`, { text: 'hello from the corrected transcript', language: 'en-GB' });
     expect(corrected.body).toMatchObject({ text: 'hello from the corrected transcript', language: 'en-GB', duration_seconds: 3 });

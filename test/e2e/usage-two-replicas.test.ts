@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBase62 } from '../../src/core/ids.js';
-import { FakeResourceUpstream } from '../support/fake-resource-upstream.js';
-import { FakeUpstream } from '../support/fake-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { silentWav } from '../support/wav.js';
 import type { UsageAnswer, UsageGroupRow } from '../support/usage-answer.js';
@@ -23,37 +22,38 @@ const PRICES = {
  * read from replica B, in a window that starts mid-minute and in one that is a single second.
  */
 describe('usage across two replicas', () => {
-  let chatUpstream: FakeUpstream;
-  let media: FakeResourceUpstream;
+  let upstream: LoopbackUpstream;
   let a: GatewayProcess;
   let b: GatewayProcess;
   let auth: { authorization: string };
   let projectId: string;
 
   beforeAll(async () => {
-    chatUpstream = await FakeUpstream.start({ down: { status: 503 }, early: { closeAfterChunks: 2, chunkDelayMs: 10 } });
-    media = await FakeResourceUpstream.start();
-    media.behavior.imageUsage = { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 };
+    upstream = await LoopbackUpstream.start({
+      down: { status: 503 },
+      early: { closeAfterChunks: 2, chunkDelayMs: 10 },
+      media: { imageUsage: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
+    });
     const configYaml = `
 models:
   - id: chat-a
-    upstream: ${chatUpstream.baseUrl()}
+    upstream: ${upstream.baseUrl()}
     pricing: { input_per_million: ${PRICES['chat-a'].input}, output_per_million: ${PRICES['chat-a'].output} }
   - id: chat-b
-    upstream: ${chatUpstream.baseUrl('down')}
+    upstream: ${upstream.baseUrl('down')}
     pricing: { input_per_million: 100, output_per_million: 100 }
     fallbacks:
-      - upstream: ${chatUpstream.baseUrl()}
+      - upstream: ${upstream.baseUrl()}
         pricing: { input_per_million: ${PRICES['chat-b'].input}, output_per_million: ${PRICES['chat-b'].output} }
   - id: chat-c
-    upstream: ${chatUpstream.baseUrl('early')}
+    upstream: ${upstream.baseUrl('early')}
     pricing: { input_per_million: ${PRICES['chat-c'].input}, output_per_million: ${PRICES['chat-c'].output} }
   - id: painter
-    upstream: ${media.baseUrl}
+    upstream: ${upstream.baseUrl('media')}
     endpoints: [images]
     pricing: { input_per_million: ${PRICES.painter.input}, output_per_million: ${PRICES.painter.output} }
   - id: voice
-    upstream: ${media.baseUrl}
+    upstream: ${upstream.baseUrl('media')}
     endpoints: [audio]
 redis:
   key_prefix: e2eu${randomBase62(8)}
@@ -67,8 +67,7 @@ usage:
 
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await chatUpstream?.close();
-    await media?.close();
+    await upstream?.close();
   });
 
   const post = async (gateway: GatewayProcess, path: string, body: unknown) => {
@@ -172,7 +171,7 @@ usage:
       configYaml: `
 models:
   - id: chat-a
-    upstream: ${chatUpstream.baseUrl()}
+    upstream: ${upstream.baseUrl()}
     pricing: { input_per_million: -2.5, output_per_million: 10 }
 `,
     });

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
-import { FakeResourceUpstream } from '../support/fake-resource-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { RecordingUsageMeter } from '../support/recording-usage.js';
 import { buildTestApp, createProject, errorOf, type TestApp, type TestProject } from '../support/test-app.js';
 import { silentWav } from '../support/wav.js';
@@ -21,26 +21,26 @@ function multipart(fields: Record<string, string>, files: Array<{ name: string; 
 }
 
 describe('creation pass-through: routing, validation, errors and usage', () => {
-  let upstream: FakeResourceUpstream;
+  let upstream: LoopbackUpstream;
   let t: TestApp;
   let project: TestProject;
   let usage: RecordingUsageMeter;
 
   beforeAll(async () => {
-    upstream = await FakeResourceUpstream.start();
+    upstream = await LoopbackUpstream.start();
   });
   afterAll(() => upstream.close());
 
   beforeEach(async () => {
-    upstream.behavior = { speechSeconds: 2, reportDuration: true, status: 200, jobId: 'ftjob-fake123' };
+    upstream.set('default', {});
     upstream.requests.length = 0;
     usage = new RecordingUsageMeter();
     const config = defaultConfig({
       models: [
         { id: 'echo-1', provider: 'echo' },
-        { id: 'painter', upstream: upstream.baseUrl, endpoints: ['images'] },
-        { id: 'voice', upstream: upstream.baseUrl, endpoints: ['audio'] },
-        { id: 'tuner', upstream: upstream.baseUrl, endpoints: ['fine_tuning'] },
+        { id: 'painter', upstream: upstream.baseUrl(), endpoints: ['images'] },
+        { id: 'voice', upstream: upstream.baseUrl(), endpoints: ['audio'] },
+        { id: 'tuner', upstream: upstream.baseUrl(), endpoints: ['fine_tuning'] },
         { id: 'nowhere', upstream: 'http://127.0.0.1:9/v1', endpoints: ['images'], timeout_ms: 2000 },
       ],
       server: { audio_upload_limit_bytes: 8192 },
@@ -88,7 +88,7 @@ describe('creation pass-through: routing, validation, errors and usage', () => {
   });
 
   it('reads speech seconds from the generated audio', async () => {
-    upstream.behavior.speechSeconds = 1.5;
+    upstream.update('default', { speechSeconds: 1.5 });
     const response = await post('/v1/audio/speech', { model: 'voice', input: 'hello', voice: 'alloy' });
     expect(response.statusCode).toBe(200);
     expect(response.rawPayload.length).toBe(silentWav(1.5).length);
@@ -122,11 +122,11 @@ describe('creation pass-through: routing, validation, errors and usage', () => {
   });
 
   it('maps backend failures: 5xx is 502, unreachable is 503, a job without an id is 502', async () => {
-    upstream.behavior.status = 500;
+    upstream.update('default', { status: 500 });
     expect(errorOf(await post('/v1/images/generations', { model: 'painter', prompt: 'x' }))).toMatchObject({ status: 502, type: 'upstream_error', code: 'upstream_error' });
-    upstream.behavior.status = 200;
+    upstream.update('default', { status: 200 });
     expect(errorOf(await post('/v1/images/generations', { model: 'nowhere', prompt: 'x' }))).toMatchObject({ status: 503, code: 'upstream_unavailable' });
-    upstream.behavior.jobId = 'bad id with spaces';
+    upstream.update('default', { jobId: 'bad id with spaces' });
     expect(errorOf(await post('/v1/fine_tuning/jobs', { model: 'tuner', training_file: 'f' }))).toMatchObject({ status: 502, code: 'upstream_error' });
     expect(usage.records.filter((record) => record.storageBytesDelta)).toHaveLength(0);
   });

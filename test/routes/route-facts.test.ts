@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
-import { FakeResourceUpstream } from '../support/fake-resource-upstream.js';
+import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
 import { silentWav } from '../support/wav.js';
 
@@ -14,14 +14,14 @@ const MANAGEMENT_RPM = 555;
  * them wrongly shows the management limit in its headers.
  */
 describe('route facts', () => {
-  let upstream: FakeResourceUpstream;
+  let upstream: LoopbackUpstream;
   let test: TestApp;
   let project: TestProject;
 
   beforeAll(async () => {
-    upstream = await FakeResourceUpstream.start();
+    upstream = await LoopbackUpstream.start();
     const config = defaultConfig({
-      models: [{ id: 'm', upstream: upstream.baseUrl, endpoints: ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning'] }],
+      models: [{ id: 'm', upstream: upstream.baseUrl(), endpoints: ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning'] }],
       defaults: { rate_limits: { requests_per_minute: MODEL_RPM, burst_limit: 0 } },
       rate_limits: { management_requests_per_minute: MANAGEMENT_RPM },
     });
@@ -107,7 +107,7 @@ describe('route facts', () => {
   it('a route that calls an upstream without declaring its facts is refused by the model call itself', async () => {
     const { callResource } = await import('../../src/model-call/resource-call.js');
     const bare = await buildTestApp('memory', {
-      config: defaultConfig({ models: [{ id: 'm', upstream: upstream.baseUrl, endpoints: ['images'] }] }),
+      config: defaultConfig({ models: [{ id: 'm', upstream: upstream.baseUrl(), endpoints: ['images'] }] }),
     });
     try {
       // Registered on a fresh instance the way a route file would, minus the facts.
