@@ -150,6 +150,7 @@ describe('port conflicts', () => {
 
   beforeAll(async () => {
     busyPort = await freePort();
+    // A bare TCP listener, not an upstream: it only holds the port the gateway must find busy.
     holder = createServer();
     await new Promise<void>((resolve) => holder.listen(busyPort, '127.0.0.1', resolve));
   });
