@@ -28,6 +28,7 @@
  * both cores per request (`core_halts_per_request` for the proxy's, `load_core_halts_per_request` for the load generator's):
  * what waking an idle core costs decides the one-connection figures.
  */
+import { build } from '../scripts/build-if-stale.mjs';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -289,7 +290,7 @@ async function main() {
   else console.log(hasTaskset ? 'one CPU only: running unpinned' : 'taskset is not installed: running unpinned');
   console.log(NODE.note ?? `processes under test on Node ${NODE.version} (the image's; BENCH_NODE=current for this script's ${process.version})`);
   console.log(`cpuidle driver: ${IDLE.cpuidle_driver ?? 'unknown'}; guest_halt_poll_ns: ${IDLE.guest_halt_poll_ns ?? 'none'}`);
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', BUILD_DIR], { cwd: ROOT, stdio: 'inherit' });
+  build(ROOT, BUILD_DIR);
 
   const redis = await RedisProcess.start();
   stopRedis = () => redis.stop();

@@ -28,25 +28,31 @@ export function staleReason(root) {
   return changed === undefined ? null : `${changed} changed since the last build`;
 }
 
+/** Compiles src/ into `outDir` (default dist/, whose stamp it then writes); `npm run build`, the prestart and the bench build through it. */
+export function build(root, outDir = 'dist') {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  if (!existsSync(tsc)) throw new Error('TypeScript is not installed (npm ci without --omit=dev) to build it');
+  const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', outDir], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) throw new Error('the TypeScript build failed (see above)');
+  // tsc leaves the Lua scripts (src/**/*.lua, read beside their callers) behind.
+  for (const file of readdirSync(join(root, 'src'), { recursive: true })) {
+    if (file.endsWith('.lua')) cpSync(join(root, 'src', file), join(root, outDir, 'src', file));
+  }
+  if (outDir === 'dist') writeFileSync(join(root, STAMP), `${new Date().toISOString()}\n`);
+}
+
 export function buildIfStale(root) {
   const reason = staleReason(root);
   if (reason === null) return { built: false };
-  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-  if (!existsSync(tsc)) throw new Error(`${reason}, and TypeScript is not installed (npm ci without --omit=dev) to build it`);
   console.error(`nova-gateway: building (${reason})`);
-  const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
-  if (result.status !== 0) throw new Error('the TypeScript build failed (see above)');
-  // tsc leaves the Lua scripts (src/**/*.lua, read beside their callers) behind: copied as `npm run build` does.
-  for (const file of readdirSync(join(root, 'src'), { recursive: true })) {
-    if (file.endsWith('.lua')) cpSync(join(root, 'src', file), join(root, 'dist', 'src', file));
-  }
-  writeFileSync(join(root, STAMP), `${new Date().toISOString()}\n`);
+  build(root);
   return { built: true };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
-    buildIfStale(process.cwd());
+    if (process.argv.includes('--always')) build(process.cwd());
+    else buildIfStale(process.cwd());
   } catch (error) {
     console.error(`nova-gateway: ${error.message}`);
     process.exit(1);
