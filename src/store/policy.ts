@@ -1,5 +1,5 @@
 /**
- * A project's quota policy (DESIGN.md section 7) and its ceilings. Every optional limit is
+ * A project's quota policy (docs/limits-and-usage.md) and its ceilings. Every optional limit is
  * `null` when the project has none.
  */
 export interface RateLimitPolicy {

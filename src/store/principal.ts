@@ -1,6 +1,6 @@
 import type { ApiKeyRecord, KeyPrincipal } from './types.js';
 
-export const principalOf = (record: ApiKeyRecord, validUntilMs: number | null = null): KeyPrincipal => ({
+export const principalOfKey = (record: ApiKeyRecord, validUntilMs: number | null = null): KeyPrincipal => ({
   keyId: record.id,
   projectId: record.project_id,
   expiresAtMs: record.expires_at === null ? null : Date.parse(record.expires_at),

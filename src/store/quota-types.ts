@@ -1,6 +1,6 @@
 import type { RateLimitPolicy } from './policy.js';
 
-/** Rate-limit and usage parts of the Store (DESIGN.md section 7). */
+/** Rate-limit and usage parts of the Store (docs/limits-and-usage.md). */
 
 export interface AdmissionSettings {
   /** The rolling window of requests_per_minute and tokens_per_minute (60 000 in production). */

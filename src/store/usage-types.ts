@@ -1,4 +1,4 @@
-/** The usage part of the Store (DESIGN.md section 7): bucketed measures per project, model and key. */
+/** The usage part of the Store (docs/limits-and-usage.md, "Usage"): bucketed measures per project, model and key. */
 
 export const MINUTE_MS = 60_000;
 export const HOUR_MS = 3_600_000;

@@ -1,7 +1,7 @@
 import { MemoryResponseOwnerStore } from './response-owners.js';
 import { EventEmitter } from 'node:events';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { principalOf } from '../principal.js';
+import { principalOfKey } from '../principal.js';
 import { MemoryQuotaStore } from './memory-quota.js';
 import { MemoryUsageStore } from './memory-usage.js';
 import { MemoryConversationStore } from './conversations.js';
@@ -193,7 +193,7 @@ export class MemoryStore implements Store {
     let keys = this.keysByProject.get(record.project_id);
     if (!keys) this.keysByProject.set(record.project_id, (keys = new Map()));
     keys.set(record.id, { record: clone(record), hash: secretHash, previousHash: null });
-    this.principals.set(secretHash, principalOf(record));
+    this.principals.set(secretHash, principalOfKey(record));
   }
 
   private appendAudit(event: AuditEvent): void {

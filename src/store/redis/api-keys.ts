@@ -1,5 +1,5 @@
 import type { ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
-import { principalOf } from '../principal.js';
+import { principalOfKey } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
@@ -73,7 +73,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
     this.queueRecord(multi, key, [audit]);
     await execAll(multi);
     try {
-      await this.linkSecret(key.secretHash, principalOf(key.record));
+      await this.linkSecret(key.secretHash, principalOfKey(key.record));
     } catch (error) {
       await this.forget(key.record).catch(() => undefined);
       throw error;
@@ -131,8 +131,8 @@ export class RedisApiKeyStore implements ApiKeyStore {
     if (result === null) return null;
     const { previousHash: oldHash, olderHash, record: stored } = JSON.parse(result) as { previousHash: string; olderHash: string; record: Record<string, string> };
     const record = apiKeyFromHash(stored)!;
-    await this.linkSecret(secretHash, principalOf(record));
-    if (keep) await this.linkSecret(oldHash, principalOf(record, previousValidUntilMs));
+    await this.linkSecret(secretHash, principalOfKey(record));
+    if (keep) await this.linkSecret(oldHash, principalOfKey(record, previousValidUntilMs));
     await this.unlinkSecrets([...(keep ? [] : [oldHash]), ...(olderHash ? [olderHash] : [])]);
     return { record, changedHashes: [oldHash, ...(olderHash ? [olderHash] : [])] };
   }

@@ -1,7 +1,7 @@
 import type { AuditEvent, NewKey, PolicyPatch, ProjectRecord, ProjectSettings, ProjectStore } from '../types.js';
 import { RedisProjectLifecycle } from './project-lifecycle.js';
 import { RedisProjectSettings } from './project-settings.js';
-import { principalOf } from '../principal.js';
+import { principalOfKey } from '../principal.js';
 import type { RedisApiKeyStore } from './api-keys.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
@@ -48,7 +48,7 @@ export class RedisProjectStore implements ProjectStore {
     await execAll(multi);
     await guard(this.redis.zadd(this.keys.projectIndex(), 0, project.id));
     try {
-      await this.apiKeys.linkSecret(firstKey.secretHash, principalOf(firstKey.record));
+      await this.apiKeys.linkSecret(firstKey.secretHash, principalOfKey(firstKey.record));
     } catch (error) {
       await guard(this.redis.del(this.keys.project(project.id), this.keys.apiKey(project.id, firstKey.record.id), this.keys.apiKeyIndex(project.id))).catch(
         () => undefined,
