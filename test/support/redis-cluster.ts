@@ -2,9 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { freePort, waitForRedis } from './redis-server.js';
+import { askRedis, freePort, killAll, pollUntil, waitForRedis } from './redis-server.js';
 
 /**
  * A 3-master Redis Cluster of `redis-server --cluster-enabled yes` processes on loopback
@@ -83,34 +81,18 @@ export class RedisCluster {
   }
 
   private async waitUntilOk(timeoutMs = 20_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const states = await Promise.all(
-        this.ports.map(async (port) => {
-          const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 0 });
-          client.on('error', () => undefined);
-          try {
-            return String(await client.call('CLUSTER', 'INFO'));
-          } finally {
-            client.disconnect();
-          }
-        }),
-      );
-      if (states.every((info) => info.includes('cluster_state:ok'))) return;
-      if (Date.now() > deadline) throw new Error(`cluster not ok after ${timeoutMs} ms`);
-      await sleep(100);
-    }
+    await pollUntil(
+      async () => {
+        const states = await Promise.all(this.ports.map(async (port) => String(await askRedis(port, ['CLUSTER', 'INFO']))));
+        return states.every((info) => info.includes('cluster_state:ok'));
+      },
+      timeoutMs,
+      'cluster not ok',
+    );
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.children.map(async (child) => {
-        if (child.exitCode !== null) return;
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGKILL');
-        await exited;
-      }),
-    );
+    await killAll(this.children);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

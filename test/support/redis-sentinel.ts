@@ -2,9 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { freePort, RedisProcess, waitForRedis } from './redis-server.js';
+import { askRedis, freePort, killAll, pollUntil, RedisProcess, waitForRedis } from './redis-server.js';
 
 export const MASTER_GROUP = 'nova';
 
@@ -73,7 +71,7 @@ export class RedisSentinelGroup {
   /** The master's port according to the first sentinel that answers. */
   async masterPort(): Promise<number | undefined> {
     for (const port of this.sentinelPorts) {
-      const reply = await this.ask(port, ['SENTINEL', 'get-master-addr-by-name', MASTER_GROUP]).catch(() => null);
+      const reply = await askRedis(port, ['SENTINEL', 'get-master-addr-by-name', MASTER_GROUP]).catch(() => null);
       if (Array.isArray(reply)) return Number(reply[1]);
     }
     return undefined;
@@ -85,49 +83,27 @@ export class RedisSentinelGroup {
   }
 
   async waitUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await check().catch(() => false))) {
-      if (Date.now() > deadline) throw new Error(`sentinel group: condition not met within ${timeoutMs} ms`);
-      await sleep(100);
-    }
+    await pollUntil(() => check().catch(() => false), timeoutMs, 'sentinel group: condition not met');
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.sentinels.map(async (child) => {
-        if (child.exitCode !== null) return;
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGKILL');
-        await exited;
-      }),
-    );
+    await killAll(this.sentinels);
     await this.replica.stop();
     await this.master.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 
   private async replicaInSync(): Promise<boolean> {
-    const info = (await this.ask(this.replica.port, ['INFO', 'replication'])) as string;
+    const info = (await askRedis(this.replica.port, ['INFO', 'replication'])) as string;
     return /master_link_status:up/.test(info);
   }
 
   private async sentinelsSeeEachOther(): Promise<boolean> {
     for (const port of this.sentinelPorts) {
-      const master = (await this.ask(port, ['SENTINEL', 'master', MASTER_GROUP])) as string[];
+      const master = (await askRedis(port, ['SENTINEL', 'master', MASTER_GROUP])) as string[];
       const field = (name: string) => master[master.indexOf(name) + 1];
       if (Number(field('num-other-sentinels')) < 2 || Number(field('num-slaves')) < 1) return false;
     }
     return true;
-  }
-
-  private async ask(port: number, command: string[]): Promise<unknown> {
-    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      return await client.call(command[0]!, ...command.slice(1));
-    } finally {
-      client.disconnect();
-    }
   }
 }
