@@ -128,6 +128,10 @@ describe.each(STORE_KINDS)('API keys (%s store)', (kind) => {
   });
 
   describe('invalid input', () => {
+    /** A create request with a body as written, under a content type. */
+    const createRaw = (payload: string, contentType = 'application/json') =>
+      t.app.inject({ method: 'POST', url: '/v1/api-keys', headers: { ...project.auth, 'content-type': contentType }, payload });
+
     it.each([
       ['a missing name', { project_id: 'P' }, 'name'],
       ['an empty name', { name: '', project_id: 'P' }, 'name'],
@@ -168,32 +172,17 @@ describe.each(STORE_KINDS)('API keys (%s store)', (kind) => {
     });
 
     it('refuses malformed JSON, naming the body', async () => {
-      const response = await t.app.inject({
-        method: 'POST',
-        url: '/v1/api-keys',
-        headers: { ...project.auth, 'content-type': 'application/json' },
-        payload: '{"name": "x",',
-      });
+      const response = await createRaw('{"name": "x",');
       expect(errorOf(response)).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'invalid_parameter', param: 'body' });
     });
 
     it('refuses a body that is not an object', async () => {
-      const response = await t.app.inject({
-        method: 'POST',
-        url: '/v1/api-keys',
-        headers: { ...project.auth, 'content-type': 'application/json' },
-        payload: '[1, 2]',
-      });
+      const response = await createRaw('[1, 2]');
       expect(errorOf(response)).toMatchObject({ status: 400, code: 'invalid_parameter', param: 'body' });
     });
 
     it('refuses a wrong content type, naming it', async () => {
-      const response = await t.app.inject({
-        method: 'POST',
-        url: '/v1/api-keys',
-        headers: { ...project.auth, 'content-type': 'text/plain' },
-        payload: JSON.stringify({ name: 'x', project_id: project.projectId }),
-      });
+      const response = await createRaw(JSON.stringify({ name: 'x', project_id: project.projectId }), 'text/plain');
       expect(errorOf(response)).toMatchObject({ status: 400, code: 'invalid_parameter', param: 'content-type' });
     });
   });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ModelConfig } from '../../src/config/schema.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
 import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv, RecordingUsageMeter, sseData } from '../support/chat-fixtures.js';
@@ -14,6 +15,14 @@ async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await sleep(10);
   }
+}
+
+/** The app on a real port, its models on scenarios of `upstream`, what it meters recorded. */
+async function listeningApp(upstream: LoopbackUpstream, models: ModelConfig[]) {
+  const usage = new RecordingUsageMeter();
+  const test = await buildTestApp('memory', { config: chatConfig(upstream, models), deps: { usage, env: chatEnv } });
+  const base = await test.app.listen({ port: 0, host: '127.0.0.1' });
+  return { test, usage, base, project: await createProject(test.app) };
 }
 
 describe('client disconnects and broken upstream streams (real sockets)', () => {
@@ -29,17 +38,11 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
       breaks: { chunks: pieces, closeAfterChunks: 2, chunkDelayMs: 10 },
       hangs: { hang: true },
     });
-    usage = new RecordingUsageMeter();
-    test = await buildTestApp('memory', {
-      config: chatConfig(upstream, [
-        { id: 'trickle-1', upstream: upstream.baseUrl('trickle'), timeout_ms: 10_000 },
-        { id: 'breaks-1', upstream: upstream.baseUrl('breaks') },
-        { id: 'hangs-1', upstream: upstream.baseUrl('hangs'), timeout_ms: 10_000 },
-      ]),
-      deps: { usage, env: chatEnv },
-    });
-    base = await test.app.listen({ port: 0, host: '127.0.0.1' });
-    project = await createProject(test.app);
+    ({ test, usage, base, project } = await listeningApp(upstream, [
+      { id: 'trickle-1', upstream: upstream.baseUrl('trickle'), timeout_ms: 10_000 },
+      { id: 'breaks-1', upstream: upstream.baseUrl('breaks') },
+      { id: 'hangs-1', upstream: upstream.baseUrl('hangs'), timeout_ms: 10_000 },
+    ]));
   });
   afterAll(async () => {
     await test.close();
@@ -165,17 +168,11 @@ describe('replies that break off or stall mid-body, and a stream the client read
       stall: { ...halfReply, afterBody: 'stall' },
       flood: { headers: { 'content-type': 'text/event-stream' }, flood: { piece: floodEvent, count: FLOOD_EVENTS, tail: 'data: [DONE]\n\n' } },
     });
-    usage = new RecordingUsageMeter();
-    test = await buildTestApp('memory', {
-      config: chatConfig(upstream, [
-        { id: 'cut-1', upstream: upstream.baseUrl('cut'), timeout_ms: 10_000 },
-        { id: 'stall-1', upstream: upstream.baseUrl('stall'), timeout_ms: 10_000 },
-        { id: 'flood-1', upstream: upstream.baseUrl('flood'), timeout_ms: 10_000 },
-      ]),
-      deps: { usage, env: chatEnv },
-    });
-    base = await test.app.listen({ port: 0, host: '127.0.0.1' });
-    project = await createProject(test.app);
+    ({ test, usage, base, project } = await listeningApp(upstream, [
+      { id: 'cut-1', upstream: upstream.baseUrl('cut'), timeout_ms: 10_000 },
+      { id: 'stall-1', upstream: upstream.baseUrl('stall'), timeout_ms: 10_000 },
+      { id: 'flood-1', upstream: upstream.baseUrl('flood'), timeout_ms: 10_000 },
+    ]));
   });
   afterAll(async () => {
     await test.close();
