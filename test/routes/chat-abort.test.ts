@@ -25,6 +25,16 @@ async function listeningApp(upstream: LoopbackUpstream, models: ModelConfig[]) {
   return { test, usage, base, project: await createProject(test.app) };
 }
 
+/** A chat request over a real socket to the app at `base`, named by its x-request-id; `signal` aborts it. */
+function postChat(base: string, project: TestProject, requestId: string, body: Record<string, unknown>, signal?: AbortSignal) {
+  return fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': requestId },
+    body: JSON.stringify(body),
+    signal,
+  });
+}
+
 describe('client disconnects and broken upstream streams (real sockets)', () => {
   let upstream: LoopbackUpstream;
   let test: TestApp;
@@ -89,12 +99,7 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
 
   it('a client that aborts mid-stream closes the upstream request; the delivered tokens are counted exactly once', async () => {
     const controller = new AbortController();
-    const response = await fetch(`${base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-abort-stream' },
-      body: JSON.stringify({ model: 'trickle-1', messages: [{ role: 'user', content: 'Tell me a long story' }], stream: true }),
-      signal: controller.signal,
-    });
+    const response = await postChat(base, project, 'req-abort-stream', { model: 'trickle-1', messages: [{ role: 'user', content: 'Tell me a long story' }], stream: true }, controller.signal);
     expect(response.status).toBe(200);
     const reader = response.body!.getReader();
     let text = '';
@@ -116,12 +121,7 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
 
   it('a client that gives up on a non-streaming request cancels the upstream request', async () => {
     const controller = new AbortController();
-    const pending = fetch(`${base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-abort-json' },
-      body: JSON.stringify({ model: 'hangs-1', messages: [{ role: 'user', content: 'x' }] }),
-      signal: controller.signal,
-    }).catch((error: unknown) => error);
+    const pending = postChat(base, project, 'req-abort-json', { model: 'hangs-1', messages: [{ role: 'user', content: 'x' }] }, controller.signal).catch((error: unknown) => error);
     await upstream.waitFor(() => upstream.requestsOf('hangs').length === 1);
     controller.abort();
     await pending;
@@ -180,11 +180,7 @@ describe('replies that break off or stall mid-body, and a stream the client read
   });
 
   it('answers 503 (upstream_unavailable, as for a reset connection) when the reply is cut off after its headers, and meters nothing', async () => {
-    const response = await fetch(`${base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-cut-json' },
-      body: JSON.stringify({ model: 'cut-1', messages: [{ role: 'user', content: 'x' }] }),
-    });
+    const response = await postChat(base, project, 'req-cut-json', { model: 'cut-1', messages: [{ role: 'user', content: 'x' }] });
     expect(response.status).toBe(503);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_unavailable');
     await until(() => usage.of('req-cut-json').length > 0);
@@ -193,12 +189,7 @@ describe('replies that break off or stall mid-body, and a stream the client read
 
   it('a client that gives up while the reply is arriving cancels the upstream request', async () => {
     const controller = new AbortController();
-    const pending = fetch(`${base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...project.auth, 'content-type': 'application/json', 'x-request-id': 'req-stall-json' },
-      body: JSON.stringify({ model: 'stall-1', messages: [{ role: 'user', content: 'x' }] }),
-      signal: controller.signal,
-    }).catch((error: unknown) => error);
+    const pending = postChat(base, project, 'req-stall-json', { model: 'stall-1', messages: [{ role: 'user', content: 'x' }] }, controller.signal).catch((error: unknown) => error);
     await until(() => test.ctx.lifecycle.inFlight > 0);
     await sleep(50);
     expect(closed().filter((url) => url.startsWith('/stall'))).toEqual([]);
