@@ -264,7 +264,9 @@ export class SseRelay {
     for (;;) {
       const end = eventEnd(text, position, blanks);
       if (end === -1) break;
-      if (end - position > this.options.maxEventBytes) {
+      // The LF of a CRLF blank line is left out of the size: it may come after the event went (see lfAfterCr).
+      const size = blanks && text.charCodeAt(end - 1) === LF && text.charCodeAt(end - 2) === CR ? end - position - 1 : end - position;
+      if (size > this.options.maxEventBytes) {
         // The complete events before it still reach the client, ahead of the owner's error event.
         if (position > emitFrom) this.forward(buf.subarray(emitFrom, position));
         return this.oversize();

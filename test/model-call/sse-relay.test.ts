@@ -216,6 +216,25 @@ describe('SseRelay', () => {
       expect(transcript.message()).toEqual({ role: 'assistant', content: 'bc' });
     });
 
+    it('measures an event against the limit alike whether the LF of its last CRLF arrives with it or after it', async () => {
+      const event = `data: {"choices":[{"delta":{"content":"${'x'.repeat(200)}"}}]}\r\r\n`;
+      for (const maxEventBytes of [event.length - 2, event.length - 1, event.length]) {
+        const outcomes = [];
+        for (const pieces of [[event], [event.slice(0, -1), '\n']]) {
+          let oversized = 0;
+          const { relay: r, sink } = makeRelay({ hide: false, maxEventBytes, onOversize: () => oversized++ });
+          sink.resume();
+          const ended = new Promise((resolve) => sink.on('end', resolve));
+          for (const piece of pieces) r.accept(Buffer.from(piece));
+          r.finish();
+          await ended;
+          outcomes.push({ oversized, outputEvents: r.outputEvents });
+        }
+        expect(outcomes[1], `limit ${maxEventBytes}`).toEqual(outcomes[0]);
+        expect(outcomes[0]!.oversized).toBe(maxEventBytes < event.length - 1 ? 1 : 0);
+      }
+    });
+
     it('knows [DONE] in an event of any size and framing, and only as the event\'s data', async () => {
       const comment = `: ${'keep-alive '.repeat(20)}`;
       const terminal = [
