@@ -18,6 +18,7 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: tsc needs no install script (and the slim image has no compiler for optional native add-ons).
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build-if-stale.mjs ./scripts/
 COPY src ./src
 RUN npm run build
 
