@@ -1,6 +1,7 @@
 import { PassThrough, Writable } from 'node:stream';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OPERATIONS, type OperationName } from '../../src/core/operations.js';
+import { OPERATIONS, type OperationName, type TokenUsage } from '../../src/core/operations.js';
 import { ByteToken } from '../../src/core/json-bytes.js';
 import { parseEventData, SseRelay } from '../../src/model-call/sse-relay.js';
 import { ChatTranscript } from '../../src/model-call/chat-transcript.js';
@@ -451,5 +452,195 @@ describe('parseEventData', () => {
     expect(parseEventData(Buffer.from('data: {"a":1}\r\r'))).toEqual({ a: 1 });
     expect(parseEventData(Buffer.from(': c\rdata: {"a":\rdata: [2]}\r\r'))).toEqual({ a: [2] });
     expect(parseEventData(Buffer.from('data: {"a":\rdata: 3}\n\r\n'))).toEqual({ a: 3 });
+  });
+});
+
+/** The data of each event a client dispatches from `text`, by the WHATWG parsing rules (event types and ids aside). */
+function dispatched(text: string): string[] {
+  const events: string[] = [];
+  let data = '';
+  // The piece after the last line end is a line not ended yet: not read.
+  for (const line of text.split(/\r\n|\r|\n/).slice(0, -1)) {
+    if (line === '') {
+      if (data !== '') events.push(data.slice(0, -1));
+      data = '';
+    } else if (!line.startsWith(':')) {
+      const colon = line.indexOf(':');
+      const value = colon === -1 ? '' : line.slice(colon + (line[colon + 1] === ' ' ? 2 : 1));
+      if ((colon === -1 ? line : line.slice(0, colon)) === 'data') data += `${value}\n`;
+    }
+  }
+  return events;
+}
+
+interface GeneratedEvent {
+  kind: 'content' | 'usage' | 'both' | 'done' | 'ping';
+  /** The event's data as the client should read it: a JSON object (before any rewrite), `[DONE]`, or null (no data). */
+  data: Record<string, unknown> | '[DONE]' | null;
+  lines: string[];
+}
+
+const RELAY_LIMIT = 1 << 20;
+/** An event the stream ends in: relayed, and metered as output (an early end is still metered), at the end. */
+const UNFINISHED = 'data: {"id":"c1","choices":[{"delta":{"content":"unfinished';
+const ending = fc.constantFrom('\n', '\r\n', '\r');
+const contentText = fc.oneof(
+  { weight: 8, arbitrary: fc.string({ unit: fc.oneof(fc.constantFrom('[DONE]', '"usage":{"prompt_tokens":1}', 'data: ', '\r', '\n', 'é', '✓'), fc.string({ unit: 'binary', minLength: 1, maxLength: 1 })), maxLength: 8 }) },
+  // Past the response's buffer (16 KiB), the event-loop batching and any short-event shortcut.
+  { weight: 1, arbitrary: fc.integer({ min: 1000, max: 20_000 }).map((length) => 'x'.repeat(length)) },
+);
+const fieldLines = fc.array(fc.constantFrom(': ping', 'event: chunk', 'id: 12', 'retry: 3000', `: ${'keep-alive '.repeat(12)}`), { maxLength: 2 });
+
+const generatedEvent: fc.Arbitrary<GeneratedEvent> = fc
+  .record({
+    kind: fc.constantFrom('content', 'content', 'content', 'usage', 'both', 'done', 'ping'),
+    model: fc.constantFrom('m', 'upstream/name', 'modèle'),
+    content: contentText,
+    usageNull: fc.boolean(),
+    tokens: fc.tuple(fc.nat(5000), fc.nat(5000)),
+    // `data:` with or without its space, or the JSON over two data lines (the second starts with "choices":
+    // a key at the start of a continuation line is not one the byte scanners recognise).
+    style: fc.constantFrom('space', 'bare', 'split'),
+    before: fieldLines,
+    after: fc.array(fc.constant(': trailer'), { maxLength: 1 }),
+    doneLine: fc.constantFrom('data: [DONE]', 'data:[DONE]', 'data: [DONE]  '),
+  })
+  .map(({ kind, model, content, usageNull, tokens, style, before, after, doneLine }) => {
+    if (kind === 'ping') return { kind, data: null, lines: [...before, ': ping'] };
+    if (kind === 'done') return { kind, data: '[DONE]', lines: [...before, doneLine, ...after] };
+    const data: Record<string, unknown> = { id: 'c1', model, choices: kind === 'usage' ? [] : [{ index: 0, delta: { content: kind === 'both' ? `${content}.` : content } }] };
+    if (kind !== 'content') data.usage = { prompt_tokens: tokens[0], completion_tokens: tokens[1] };
+    else if (usageNull) data.usage = null;
+    const json = JSON.stringify(data);
+    const split = json.indexOf('"choices"');
+    const dataLines = style === 'split' ? [`data: ${json.slice(0, split)}`, `data: ${json.slice(split)}`] : [`data:${style === 'space' ? ' ' : ''}${json}`];
+    return { kind, data, lines: [...before, ...dataLines, ...after] };
+  });
+
+/**
+ * A stream of events, its lines ended by one line end throughout (as upstreams write them) or each by
+ * any of the three, with blank lines between events now and then and maybe an unfinished event at the end.
+ */
+const generatedStream = fc
+  .record({
+    style: fc.constantFrom('mixed', 'mixed', '\n', '\r\n', '\r'),
+    events: fc.array(fc.record({ event: generatedEvent, endings: fc.array(ending, { minLength: 8, maxLength: 8 }), extraBlank: fc.boolean() }), { maxLength: 10 }),
+    tail: fc.constantFrom('', UNFINISHED, 'data: {"id":"c1"}\r', ': ping\n'),
+  })
+  .map(({ style, events, tail }) => {
+    let input = '';
+    let previous = '';
+    const line = (text: string, mixed: string) => {
+      const end = style === 'mixed' ? mixed : style;
+      // An LF right after a CR would join it into one CRLF: a blank line would be lost.
+      const ended = text === '' && previous === '\r' && end === '\n' ? '\r\n' : end;
+      input += text + ended;
+      previous = ended;
+    };
+    for (const { event, endings, extraBlank } of events) {
+      if (extraBlank) line('', endings[7]!);
+      event.lines.forEach((text, index) => line(text, endings[index]!));
+      line('', endings[6]!);
+    }
+    return { input: input + tail, events: events.map(({ event }) => event), unfinished: tail === UNFINISHED };
+  });
+
+/** Chunk boundaries: every byte, sorted random cuts, or fixed sizes. */
+const cuts = fc.oneof(fc.constant('every byte' as const), fc.array(fc.nat(), { minLength: 1, maxLength: 12 }), fc.integer({ min: 2, max: 9 }));
+
+function chunked(bytes: Buffer, boundaries: 'every byte' | number[] | number): Buffer[] {
+  if (boundaries === 'every byte') return Array.from(bytes, (_, at) => bytes.subarray(at, at + 1));
+  const points =
+    typeof boundaries === 'number'
+      ? Array.from({ length: Math.ceil(bytes.length / boundaries) }, (_, index) => index * boundaries)
+      : [...new Set(boundaries.map((cut) => cut % (bytes.length + 1)))].sort((a, b) => a - b);
+  const edges = [...new Set([0, ...points, bytes.length])].sort((a, b) => a - b);
+  return edges.slice(1).map((end, index) => bytes.subarray(edges[index], end));
+}
+
+/** What a relay did with `chunks`: the client's bytes, its metering, and the data of the events it saw. */
+async function relayChunks(chunks: Buffer[], options: { hide: boolean; publicModel: string | null; maxEventBytes: number }) {
+  const out: Buffer[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      out.push(chunk);
+      callback();
+    },
+  });
+  const seen: Buffer[] = [];
+  let oversized = 0;
+  const relay = new SseRelay(
+    {
+      operation: OPERATIONS.chat,
+      hideUsage: options.hide,
+      publicModel: options.publicModel === null ? null : ByteToken.quoted(options.publicModel),
+      maxEventBytes: options.maxEventBytes,
+      onEvent: (event) => seen.push(Buffer.from(event)),
+      onOversize: () => oversized++,
+    },
+    sink,
+  );
+  const finished = new Promise((resolve) => sink.on('finish', resolve));
+  for (const chunk of chunks) relay.accept(chunk);
+  relay.finish();
+  await finished;
+  await Promise.resolve();
+  return {
+    output: Buffer.concat(out),
+    usage: relay.usage,
+    outputEvents: relay.outputEvents,
+    completed: relay.completed,
+    oversized,
+    events: seen.flatMap((event) => dispatched(event.toString('utf8'))),
+  };
+}
+
+/** The event data a client reads from the relay: the upstream's, with unasked usage hidden and the model renamed. */
+function expectedData(events: GeneratedEvent[], hide: boolean, publicModel: string | null): unknown[] {
+  return events.flatMap(({ kind, data }): unknown[] => {
+    if (data === null || data === '[DONE]') return data === null ? [] : [data];
+    if (hide && kind === 'usage') return [];
+    const copy = structuredClone(data);
+    if (hide) delete copy.usage;
+    if (publicModel !== null) copy.model = publicModel;
+    return [copy];
+  });
+}
+
+describe('SseRelay properties', () => {
+  it('relays any stream, in any line endings and chunks, as it relays the stream in one chunk, and as a client reads it', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        generatedStream,
+        fc.array(cuts, { minLength: 2, maxLength: 2 }),
+        fc.boolean(),
+        fc.constantFrom(null, 'public-1', 'm'),
+        fc.oneof({ weight: 3, arbitrary: fc.constant(RELAY_LIMIT) }, fc.integer({ min: 100, max: 5000 })),
+        async ({ input, events, unfinished }, [first, second], hide, publicModel, maxEventBytes) => {
+          const bytes = Buffer.from(input);
+          const options = { hide, publicModel, maxEventBytes };
+          const whole = await relayChunks([bytes], options);
+          for (const boundaries of ['every byte' as const, first!, second!]) {
+            const split = await relayChunks(chunked(bytes, boundaries), options);
+            expect(split.output.toString('latin1')).toBe(whole.output.toString('latin1'));
+            expect({ ...split, output: null }).toEqual({ ...whole, output: null });
+          }
+          if (maxEventBytes !== RELAY_LIMIT) return;
+          // The stream in one chunk, against the events generated.
+          expect(whole.oversized).toBe(0);
+          const client = dispatched(whole.output.toString('utf8')).map((data) => (data.trimEnd() === '[DONE]' ? '[DONE]' : JSON.parse(data)));
+          expect(client).toEqual(expectedData(events, hide, publicModel));
+          if (!hide && publicModel === null) expect(whole.output.toString('utf8')).toBe(input);
+          // onEvent sees what the client gets, but for [DONE].
+          expect(whole.events.map((data) => JSON.parse(data))).toEqual(client.filter((data) => data !== '[DONE]'));
+          const metered = events.filter(({ kind }) => kind === 'usage' || kind === 'both').at(-1)?.data as { usage: TokenUsage } | undefined;
+          expect(whole.usage).toEqual(metered?.usage ?? null);
+          const withText = events.filter(({ kind, data }) => (kind === 'content' || kind === 'both') && (data as { choices: [{ delta: { content: string } }] }).choices[0].delta.content !== '');
+          expect(whole.outputEvents).toBe(withText.length + (unfinished ? 1 : 0));
+          expect(whole.completed).toBe(events.some(({ kind }) => kind === 'done'));
+        },
+      ),
+      { numRuns: 100 },
+    );
   });
 });
