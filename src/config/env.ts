@@ -9,7 +9,7 @@ const REDIS_URLS = '^\\s*rediss?://[^,\\s][^,]*(,\\s*rediss?://[^,\\s][^,]*)*$';
 const Port = (fallback: number) => Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: 'a port number 0..65535' });
 
 /**
- * The environment variables of DESIGN.md section 2. The check fills in the defaults first, so a
+ * The environment variables (docs/configuration.md). The check fills in the defaults first, so a
  * variable with one is required here. A `description` ends the message refusing a bad value:
  * "environment variable NAME must be <description>".
  */
@@ -34,7 +34,7 @@ const ENV_NAMES = Object.keys(EnvSchema.properties) as EnvName[];
 // Fills in the defaults (useDefaults); every value arrives as a string, coerceTypes turns "8080" into 8080.
 const checkEnv = new Ajv({ useDefaults: true, coerceTypes: true, strict: false }).compile<Static<typeof EnvSchema>>(EnvSchema);
 
-/** Reads the environment variables of DESIGN.md section 2; a bad value names the variable (never the value). */
+/** Reads the environment variables (docs/configuration.md); a bad value names the variable (never the value). */
 export function readProcessSettings(env: NodeJS.ProcessEnv = process.env) {
   // An empty variable counts as unset.
   const vars: Record<string, unknown> = Object.fromEntries(ENV_NAMES.flatMap((name) => (env[name] ? [[name, env[name]]] : [])));
