@@ -1,23 +1,21 @@
 import type { FastifyInstance } from 'fastify';
-import type { Registry } from 'prom-client';
-import { SeriesCounter } from './series-counter.js';
-import { SeriesHistogram } from './series-histogram.js';
+import { Counter, Histogram, type Registry } from 'prom-client';
 
 const LABELS = ['method', 'route', 'status_code'] as const;
 
 /** Every response, by route template (never the raw URL: ids would explode the series). */
 export class HttpMetrics {
-  readonly requests: SeriesCounter<(typeof LABELS)[number]>;
-  readonly duration: SeriesHistogram<(typeof LABELS)[number]>;
+  readonly requests: Counter<(typeof LABELS)[number]>;
+  readonly duration: Histogram<(typeof LABELS)[number]>;
 
   constructor(registry: Registry) {
-    this.requests = new SeriesCounter({
+    this.requests = new Counter({
       name: 'nova_http_requests_total',
       help: 'HTTP requests answered, by method, route template and status code.',
       labelNames: LABELS,
       registers: [registry],
     });
-    this.duration = new SeriesHistogram({
+    this.duration = new Histogram({
       name: 'nova_http_request_duration_seconds',
       help: 'Time from request received to response sent, by method, route template and status code.',
       labelNames: LABELS,

@@ -1,5 +1,4 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
-import { SeriesHistogram } from './series-histogram.js';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 // OpenTelemetry GenAI semantic conventions: the advised buckets of gen_ai.client.token.usage.
@@ -11,44 +10,44 @@ const TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 41
  * and outcomes, never keys or paths.
  */
 export class ModelTrafficMetrics {
-  readonly tokenUsage: SeriesHistogram<'gen_ai_request_model' | 'gen_ai_token_type'>;
-  readonly timeToFirstToken: SeriesHistogram<'gen_ai_request_model'>;
-  readonly operationDuration: SeriesHistogram<'gen_ai_request_model' | 'gen_ai_operation_name' | 'stream' | 'error_type'>;
-  readonly timeToFirstByte: SeriesHistogram<'gen_ai_request_model' | 'stream'>;
-  readonly upstreamDuration: SeriesHistogram<'gen_ai_request_model' | 'upstream' | 'outcome'>;
+  readonly tokenUsage: Histogram<'gen_ai_request_model' | 'gen_ai_token_type'>;
+  readonly timeToFirstToken: Histogram<'gen_ai_request_model'>;
+  readonly operationDuration: Histogram<'gen_ai_request_model' | 'gen_ai_operation_name' | 'stream' | 'error_type'>;
+  readonly timeToFirstByte: Histogram<'gen_ai_request_model' | 'stream'>;
+  readonly upstreamDuration: Histogram<'gen_ai_request_model' | 'upstream' | 'outcome'>;
   readonly fallbacks: Counter<'gen_ai_request_model' | 'from_upstream'>;
   readonly activeStreams: Gauge;
 
   constructor(registry: Registry) {
-    this.tokenUsage = new SeriesHistogram({
+    this.tokenUsage = new Histogram({
       name: 'gen_ai_client_token_usage',
       help: 'Tokens per chat completion by model and type (input, output): the upstream report, or what was delivered when a stream ended early.',
       labelNames: ['gen_ai_request_model', 'gen_ai_token_type'],
       buckets: TOKENS,
       registers: [registry],
     });
-    this.timeToFirstToken = new SeriesHistogram({
+    this.timeToFirstToken = new Histogram({
       name: 'gen_ai_server_time_to_first_token_seconds',
       help: 'Time from request received to the first content chunk forwarded to the client (streams).',
       labelNames: ['gen_ai_request_model'],
       buckets: SECONDS,
       registers: [registry],
     });
-    this.operationDuration = new SeriesHistogram({
+    this.operationDuration = new Histogram({
       name: 'gen_ai_client_operation_duration_seconds',
       help: 'Duration of chat completions through the gateway, request received to last byte sent.',
       labelNames: ['gen_ai_request_model', 'gen_ai_operation_name', 'stream', 'error_type'],
       buckets: SECONDS,
       registers: [registry],
     });
-    this.timeToFirstByte = new SeriesHistogram({
+    this.timeToFirstByte = new Histogram({
       name: 'nova_time_to_first_byte_seconds',
       help: 'Time from request received to the first response body byte sent, by model and streaming.',
       labelNames: ['gen_ai_request_model', 'stream'],
       buckets: SECONDS,
       registers: [registry],
     });
-    this.upstreamDuration = new SeriesHistogram({
+    this.upstreamDuration = new Histogram({
       name: 'nova_upstream_request_duration_seconds',
       help: 'Duration of requests to upstream targets (until the whole body was read), by model, target host and outcome (HTTP status or error code).',
       labelNames: ['gen_ai_request_model', 'upstream', 'outcome'],

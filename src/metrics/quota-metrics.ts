@@ -1,5 +1,4 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { SeriesCounter } from './series-counter.js';
 import type { RefusedBy } from '../store/quota-types.js';
 
 /** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total). */
@@ -7,12 +6,12 @@ export type LimitKind = 'requests' | 'tokens' | 'concurrency' | 'budget' | 'mana
 
 /** Admission decisions, refusals and the Redis trouble behind fallbacks. */
 export class QuotaMetrics {
-  readonly decisions: SeriesCounter<'result' | 'source'>;
-  readonly refusals: SeriesCounter<string>;
+  readonly decisions: Counter<'result' | 'source'>;
+  readonly refusals: Counter<string>;
   readonly fallbackActive: Gauge;
   readonly storeErrors: Counter<'operation'>;
-  readonly tokensReserved: SeriesCounter<string>;
-  readonly tokensSettled: SeriesCounter<string>;
+  readonly tokensReserved: Counter<string>;
+  readonly tokensSettled: Counter<string>;
   readonly inFlight: Gauge<string>;
   private readonly inFlightByProject = new Map<string, number>();
   readonly budgetsStoreDown: Counter<'decision'>;
@@ -21,13 +20,13 @@ export class QuotaMetrics {
     registry: Registry,
     private readonly projectLabel: boolean,
   ) {
-    this.decisions = new SeriesCounter({
+    this.decisions = new Counter({
       name: 'nova_rate_limit_decisions_total',
       help: 'Admission decisions of model routes by result (admitted, refused) and source (store: the shared limiter; fallback: the per-replica limiter used while Redis is unreachable).',
       labelNames: ['result', 'source'],
       registers: [registry],
     });
-    this.refusals = new SeriesCounter({
+    this.refusals = new Counter({
       name: 'nova_rate_limit_refusals_total',
       help: 'Requests refused with 429, by the limit that refused them (requests, tokens, concurrency, budget, management).',
       labelNames: projectLabel ? ['limit', 'project_id'] : ['limit'],
@@ -45,13 +44,13 @@ export class QuotaMetrics {
       registers: [registry],
     });
     const projectLabels = projectLabel ? ['project_id'] : [];
-    this.tokensReserved = new SeriesCounter({
+    this.tokensReserved = new Counter({
       name: 'nova_quota_tokens_reserved_total',
       help: 'Tokens reserved at admission by model requests charged to a token rate or budget (prompt estimate + max output).',
       labelNames: projectLabels,
       registers: [registry],
     });
-    this.tokensSettled = new SeriesCounter({
+    this.tokensSettled = new Counter({
       name: 'nova_quota_tokens_settled_total',
       help: 'Tokens those requests really used, charged when they ended (compare with nova_quota_tokens_reserved_total).',
       labelNames: projectLabels,

@@ -1,16 +1,15 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { SeriesCounter } from './series-counter.js';
 
 /**
  * Usage as this replica counted it (sum over replicas for the fleet), and the state of
  * the write buffer that carries it to the store.
  */
 export class UsageMetrics {
-  readonly requests: SeriesCounter<string>;
-  readonly tokens: SeriesCounter<string>;
-  readonly images: SeriesCounter<string>;
-  readonly audioSeconds: SeriesCounter<string>;
-  readonly cost: SeriesCounter<string>;
+  readonly requests: Counter<string>;
+  readonly tokens: Counter<string>;
+  readonly images: Counter<string>;
+  readonly audioSeconds: Counter<string>;
+  readonly cost: Counter<string>;
   readonly invalidValues: Counter<string>;
   readonly storageBytes: Gauge<string>;
   readonly buffered: Gauge;
@@ -29,31 +28,31 @@ export class UsageMetrics {
     private readonly projectLabel: boolean,
   ) {
     const project = projectLabel ? ['project_id'] : [];
-    this.requests = new SeriesCounter({
+    this.requests = new Counter({
       name: 'nova_usage_requests_total',
       help: 'Admitted /v1 requests.',
       labelNames: project,
       registers: [registry],
     });
-    this.tokens = new SeriesCounter({
+    this.tokens = new Counter({
       name: 'nova_usage_tokens_total',
       help: 'Model tokens by type (prompt, completion) and model, as reported by the upstream.',
       labelNames: [...project, 'gen_ai_request_model', 'type'],
       registers: [registry],
     });
-    this.images = new SeriesCounter({
+    this.images = new Counter({
       name: 'nova_usage_image_generations_total',
       help: 'Generated images.',
       labelNames: [...project, 'gen_ai_request_model'],
       registers: [registry],
     });
-    this.audioSeconds = new SeriesCounter({
+    this.audioSeconds = new Counter({
       name: 'nova_usage_audio_seconds_total',
       help: 'Seconds of audio processed.',
       labelNames: [...project, 'gen_ai_request_model'],
       registers: [registry],
     });
-    this.cost = new SeriesCounter({
+    this.cost = new Counter({
       name: 'nova_usage_cost_dollars_total',
       help: 'Cost in dollars by model, from the pricing of the target that served each request (models[].pricing, fallbacks[].pricing).',
       labelNames: [...project, 'gen_ai_request_model'],
@@ -98,13 +97,7 @@ export class UsageMetrics {
     });
   }
 
-  /** Labels of a per-project series: empty when the project label is switched off. */
-  /** Label values: the project's first, unless `metrics.project_label` is off. */
-  valuesOf(projectId: string, ...rest: string[]): string[] {
-    if (this.projectLabel) rest.unshift(projectId);
-    return rest;
-  }
-
+  /** Labels of a per-project series: only `extra` when the project label is switched off. */
   project(projectId: string, extra: Record<string, string> = {}): Record<string, string> {
     return this.projectLabel ? { project_id: projectId, ...extra } : extra;
   }

@@ -229,15 +229,15 @@ export class BufferedUsageMeter implements UsageMeter {
   private count(event: UsageEvent, cost: number): void {
     const { metrics } = this.options;
     const { counts, projectId } = event;
-    if (counts.requests) metrics.requests.incAt(metrics.valuesOf(projectId), counts.requests);
+    if (counts.requests) metrics.requests.inc(metrics.project(projectId), counts.requests);
     if (!counts.promptTokens && !counts.completionTokens && !counts.imageGenerations && !counts.audioMs && !(cost > 0)) return;
     const model = event.model ?? 'none';
-    if (counts.promptTokens) metrics.tokens.incAt(metrics.valuesOf(projectId, model, 'prompt'), counts.promptTokens);
-    if (counts.completionTokens) metrics.tokens.incAt(metrics.valuesOf(projectId, model, 'completion'), counts.completionTokens);
-    const byModel = metrics.valuesOf(projectId, model);
-    if (counts.imageGenerations) metrics.images.incAt(byModel, counts.imageGenerations);
-    if (counts.audioMs) metrics.audioSeconds.incAt(byModel, counts.audioMs / 1000);
-    if (cost > 0) metrics.cost.incAt(byModel, cost);
+    if (counts.promptTokens) metrics.tokens.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'prompt' }), counts.promptTokens);
+    if (counts.completionTokens) metrics.tokens.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'completion' }), counts.completionTokens);
+    const byModel = metrics.project(projectId, { gen_ai_request_model: model });
+    if (counts.imageGenerations) metrics.images.inc(byModel, counts.imageGenerations);
+    if (counts.audioMs) metrics.audioSeconds.inc(byModel, counts.audioMs / 1000);
+    if (cost > 0) metrics.cost.inc(byModel, cost);
   }
 
 }
