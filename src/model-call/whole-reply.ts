@@ -3,12 +3,16 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamError } from '../http/errors.js';
 import type { CallSignal } from './call-signal.js';
+import { mapUpstreamFailure } from './upstream-errors.js';
 
 /** An upstream answer whose body is read whole (see `sendWhole`). */
 export interface WholeResponse {
   status: number;
   headers: IncomingHttpHeaders;
-  /** The whole body: rejects past the limit, when the upstream breaks off, or when the call is cancelled. */
+  /**
+   * The whole body: rejects past the limit or when the upstream breaks off (an ApiError: 502, or
+   * 504 for a body timeout), or when the call is cancelled (the signal's reason).
+   */
   whole: Promise<Buffer>;
   /** The same bytes as a stream, for a reader that wants one (an error reply's text). */
   body: Readable;
@@ -26,6 +30,17 @@ export function sendWhole(dispatcher: Dispatcher, options: Dispatcher.DispatchOp
   return new Promise<WholeResponse>((resolve, reject) => {
     dispatcher.dispatch(options, new WholeReplyHandler(signal, limit, resolve, reject));
   });
+}
+
+/**
+ * A reply that fails after its headers: a connection closed or reset before the body's end cut
+ * the reply short, so the gateway has a reply it cannot read (502 `upstream_error`), not an
+ * unreachable backend (503); a timeout stays a 504, and the gateway's own refusal (over the
+ * limit) itself.
+ */
+function brokenOff(error: Error): Error {
+  const mapped = mapUpstreamFailure(error);
+  return mapped.code === 'upstream_unavailable' ? upstreamError('The model backend broke off its reply.') : mapped;
 }
 
 class WholeReplyHandler implements Dispatcher.DispatchHandler {
@@ -89,7 +104,8 @@ class WholeReplyHandler implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.signal.off('abort', this.onAbort);
-    if (this.answered) this.settleWhole.reject(error);
+    // A cancelled call fails with the signal's reason (ClientGone), as it is.
+    if (this.answered) this.settleWhole.reject(this.signal.aborted ? error : brokenOff(error));
     else this.reject(error);
   }
 }

@@ -134,10 +134,23 @@ describe('sendWhole (a JSON reply read whole through undici dispatch)', () => {
     expect(await send('/plain', { signal }).catch((e: unknown) => e)).toBe(gone);
   });
 
-  it('a reply that stalls after its headers is a body timeout (504)', async () => {
+  it('a reply cut off after its headers is an unreadable reply: 502 upstream_error, not 503 upstream_unavailable', async () => {
+    const response = await send('/cut');
+    const error = await response.whole.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ statusCode: 502, type: 'upstream_error', code: 'upstream_error' });
+    expect(mapUpstreamFailure(error)).toBe(error);
+  });
+
+  it('a connection closed before any answer stays an unreachable backend (503, another target may serve)', async () => {
+    const error = await send('/reset').catch((e: unknown) => e);
+    expect(mapUpstreamFailure(error)).toMatchObject({ statusCode: 503, code: 'upstream_unavailable' });
+  });
+
+  it('a reply that stalls after its headers is a body timeout (504 upstream_timeout)', async () => {
     const response = await send('/slow', { bodyTimeout: 100 });
     const error = await response.whole.catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'UND_ERR_BODY_TIMEOUT' });
-    expect(mapUpstreamFailure(error)).toMatchObject({ statusCode: 504, code: 'upstream_timeout' });
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ statusCode: 504, code: 'upstream_timeout' });
   });
 });

@@ -179,10 +179,10 @@ describe('replies that break off or stall mid-body, and a stream the client read
     await upstream.close();
   });
 
-  it('answers 503 (upstream_unavailable, as for a reset connection) when the reply is cut off after its headers, and meters nothing', async () => {
+  it('answers 502 (upstream_error: a reply it cannot read, not an unreachable backend) when the reply is cut off after its headers, and meters nothing', async () => {
     const response = await postChat(base, project, 'req-cut-json', { model: 'cut-1', messages: [{ role: 'user', content: 'x' }] });
-    expect(response.status).toBe(503);
-    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_unavailable');
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { type: string; code: string } }).error).toMatchObject({ type: 'upstream_error', code: 'upstream_error' });
     await until(() => usage.of('req-cut-json').length > 0);
     expect(usage.of('req-cut-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
   });
