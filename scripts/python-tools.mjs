@@ -115,11 +115,15 @@ async function makeVenv(base, venv, log) {
     log(`making the Python tools' virtualenv (${base.command} ${base.version.split(' ')[0]}, test/python-requirements.txt) in ${venv}: first use only`);
     const made = await run(base.command, ['-m', 'venv', building]);
     if (made.code !== 0) throw new Error(`${base.command} -m venv failed (${INSTALL_HINT}):\n${made.output}`);
-    // --no-compile: the .pyc files are written on first import, naming the final paths.
     const pip = await run(join(building, 'bin', 'python'), [
       '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-compile', '--no-input', '-r', REQUIREMENTS,
     ]);
     if (pip.code !== 0) throw new Error(`pip install -r test/python-requirements.txt failed:\n${pip.output.trim().split('\n').slice(-30).join('\n')}`);
+    // The bytecode is compiled here (pip's would name the temporary paths in tracebacks and in what
+    // inspect reads, which hypothesis does), naming the final paths: each schemathesis start would
+    // compile its thousands of modules again where PYTHONDONTWRITEBYTECODE is set.
+    const compiled = await run(join(building, 'bin', 'python'), ['-m', 'compileall', '-q', '-s', building, '-p', venv, join(building, 'lib')]);
+    if (compiled.code !== 0) throw new Error(`python -m compileall failed:\n${compiled.output.trim().split('\n').slice(-30).join('\n')}`);
     try {
       renameSync(building, venv);
     } catch (error) {
