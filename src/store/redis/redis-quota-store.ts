@@ -37,16 +37,12 @@ interface BatchReply {
   decisions: DecisionReply[];
 }
 
-interface DecisionReply {
+/** A decision as the script returns it: the window figures as decided, and flags for what it charged. */
+type DecisionReply = Pick<
+  AdmissionDecision,
+  'remaining' | 'resetMs' | 'burstRemaining' | 'burstResetMs' | 'tokensRemaining' | 'tokensResetMs' | 'inFlight' | 'retryAfterMs'
+> & {
   refusedBy?: RefusedBy;
-  remaining: number;
-  resetMs: number;
-  burstRemaining: number;
-  burstResetMs: number;
-  tokensRemaining: number;
-  tokensResetMs: number;
-  inFlight: number;
-  retryAfterMs: number;
   chargedRate?: true;
   chargedDay?: true;
   chargedMonth?: true;
@@ -54,7 +50,7 @@ interface DecisionReply {
   lease?: true;
   day: string;
   month: string;
-}
+};
 
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
