@@ -71,7 +71,13 @@ export class GatewayProcess {
     const gateway = new GatewayProcess(child, Number(env.PORT), configDir);
     gateway.metricsPort = Number(env.METRICS_PORT);
     gateway.adminToken = env.NOVA_ADMIN_TOKEN;
-    if (options.waitForReady ?? true) await gateway.waitUntilReady();
+    if (options.waitForReady ?? true) {
+      // A gateway that never became ready is stopped, not left running to slow every test after it.
+      await gateway.waitUntilReady().catch(async (error: unknown) => {
+        await gateway.stop();
+        throw error;
+      });
+    }
     return gateway;
   }
 
