@@ -65,7 +65,7 @@ const underTest = pinned ? ['taskset', '-c', '1'] : [];
 /**
  * The Node that the processes under test (gateway, bare proxy, upstream) run on: by default the
  * image's (the Dockerfile's NODE_IMAGE major), which production runs, fetched with npx as the `node`
- * npm package when this machine runs another (as .ci/node-lts.sh does). BENCH_NODE: a major version,
+ * npm package when this machine runs another (as .ci/node-lts.sh does for CI). BENCH_NODE: a major version,
  * a path to a node binary, or `current` for the Node running this script.
  */
 function nodeUnderTest(): { path: string; version: string; note?: string } {

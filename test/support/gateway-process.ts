@@ -65,7 +65,7 @@ export class GatewayProcess {
       env.NOVA_CONFIG = join(configDir, 'gateway.yaml');
       writeFileSync(env.NOVA_CONFIG, options.configYaml!);
     }
-    // NOVA_GATEWAY_NODE: another Node binary for the server (CI runs the e2e suites on Node 22 this way).
+    // NOVA_GATEWAY_NODE: another Node binary for the server (to try the server on a Node other than the test runner's).
     const node = process.env.NOVA_GATEWAY_NODE || process.execPath;
     const child = spawn(node, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const gateway = new GatewayProcess(child, Number(env.PORT), configDir);
