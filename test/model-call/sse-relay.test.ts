@@ -1,4 +1,4 @@
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough, Writable, type WritableOptions } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, type OperationName, type TokenUsage } from '../../src/core/operations.js';
@@ -21,6 +21,20 @@ interface RelayOptions {
 }
 
 /** A relay writing into a PassThrough the test reads (the client's response in production). */
+/** Options of a sink that records each write reaching it: one entry per call, a batch of buffered chunks being one writev. */
+function recordingWrites(writes: string[][]): WritableOptions {
+  return {
+    writev(chunks, callback) {
+      writes.push(chunks.map(({ chunk }) => String(chunk)));
+      callback();
+    },
+    write(chunk, _encoding, callback) {
+      writes.push([String(chunk)]);
+      callback();
+    },
+  };
+}
+
 function makeRelay(options: RelayOptions & { onOversize?: () => void }, events: Buffer[] = []) {
   const sink = new PassThrough();
   const relay = new SseRelay(
@@ -330,17 +344,7 @@ describe('SseRelay', () => {
 
   it('writes what arrives within one event-loop turn, and the end, as one chunk in one write to the client', async () => {
     const writes: string[][] = [];
-    const sink = new Writable({
-      // One call per write reaching the socket: a batch of buffered chunks is one writev.
-      writev(chunks, callback) {
-        writes.push(chunks.map(({ chunk }) => String(chunk)));
-        callback();
-      },
-      write(chunk, _encoding, callback) {
-        writes.push([String(chunk)]);
-        callback();
-      },
-    });
+    const sink = new Writable(recordingWrites(writes));
     const r = new SseRelay({ operation: OPERATIONS.chat, hideUsage: false, publicModel: null, maxEventBytes: 1024 }, sink);
     const finished = new Promise((resolve) => sink.on('finish', resolve));
     r.accept(Buffer.from(chunk('a')));
@@ -396,16 +400,7 @@ describe('SseRelay', () => {
         return super.end(callback);
       }
     }
-    const sink = new Response({
-      writev(chunks, callback) {
-        writes.push(chunks.map(({ chunk }) => String(chunk)));
-        callback();
-      },
-      write(chunk, _encoding, callback) {
-        writes.push([String(chunk)]);
-        callback();
-      },
-    });
+    const sink = new Response(recordingWrites(writes));
     let stored = false;
     const r = new SseRelay(
       {
