@@ -60,6 +60,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     genReqId: requestIdOf,
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     return503OnClosing: false,
+    // server.ts drains in-flight work before it closes the app; what is left then is cut, not awaited.
+    forceCloseConnections: true,
     serverFactory: gatewayServerFactory(config.server),
     clientErrorHandler,
   });

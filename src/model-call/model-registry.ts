@@ -100,8 +100,9 @@ export class ModelRegistry {
     return [...this.models.values()];
   }
 
+  /** Ends the upstream calls still open: the drain before it (src/server.ts) was their time to finish. */
   async close(): Promise<void> {
-    await Promise.all([...this.pools.values()].map((pool) => pool.close().catch(() => undefined)));
+    await Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
   }
 
   private httpTarget(target: FallbackTargetConfig & { id: string }, env: NodeJS.ProcessEnv): HttpTarget {

@@ -244,3 +244,23 @@ describe('replies that break off or stall mid-body, and a stream the client read
     expect(done && rest === '').toBe(true);
   });
 });
+
+describe('closing the app (real sockets)', () => {
+  it('ends an upstream call still in flight and the client connection waiting on it, instead of waiting for them', async () => {
+    const upstream = await LoopbackUpstream.start({ hangs: { hang: true } });
+    const { test, base, project } = await listeningApp(upstream, [{ id: 'hangs-1', upstream: upstream.baseUrl('hangs'), timeout_ms: 60_000 }]);
+    try {
+      const pending = postChat(base, project, 'req-at-close', { model: 'hangs-1', messages: [{ role: 'user', content: 'x' }] }).catch((error: unknown) => error);
+      await upstream.waitFor(() => upstream.requestsOf('hangs').length === 1);
+      let closed = false;
+      const closing = test.close().then(() => (closed = true));
+      // The upstream sees its request ended, and the app finishes closing well before the 60 s call timeout.
+      await upstream.waitFor(() => upstream.requestsOf('hangs')[0]!.aborted);
+      await until(() => closed, 10_000);
+      await closing;
+      expect(await pending).toBeInstanceOf(Error);
+    } finally {
+      await upstream.close();
+    }
+  });
+});
