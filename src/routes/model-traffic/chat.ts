@@ -30,7 +30,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
       const principal = principalOf(request);
       const body = request.body as ChatBody;
       const model = ctx.models.serving(body.model, 'chat');
-      const plan = await planConversation(ctx, principal.projectId, body, Number(request.headers['content-length']) || 0);
+      const plan = await planConversation(ctx, principal.projectId, body, request, reply);
       const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
       const estimate = () => estimatePromptTokens(chat, body, plan.history);
       return call.run(async () => {

@@ -1,6 +1,7 @@
 import type {
   ConversationAppend,
   ConversationRecord,
+  ConversationReservation,
   ConversationStore,
   MessagePage,
   MessageRecord,
@@ -22,6 +23,8 @@ export class MemoryConversationStore implements ConversationStore {
   private readonly byKey = new Map<string, StoredConversation>();
   /** Projects' own bounds on stored bytes (set by the admin API). */
   private readonly bounds = new Map<string, number>();
+  /** Room reserved for exchanges in flight, by project and reservation id (see ConversationStore.reserve). */
+  private readonly reservations = new Map<string, Map<string, { bytes: number; deadlineMs: number }>>();
   private lastSweepMs = 0;
 
   constructor(
@@ -40,6 +43,8 @@ export class MemoryConversationStore implements ConversationStore {
 
   async append(append: ConversationAppend): Promise<ConversationRecord | null> {
     this.sweep(append.nowMs);
+    // Stored or not, the reservation leaves: the messages' size replaces it (counted even past the bound).
+    if (append.reservationId !== undefined) this.drop(append.projectId, append.reservationId);
     const key = `${append.projectId}/${append.conversationId}`;
     let stored = this.live(append.projectId, append.conversationId);
     if (!stored && append.existing) return null;
@@ -100,11 +105,43 @@ export class MemoryConversationStore implements ConversationStore {
   }
 
   async held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
+    return { bytes: this.bytesHeld(projectId), maxBytes: this.bounds.get(projectId) ?? defaultMaxBytes };
+  }
+
+  async reserve(projectId: string, reservation: ConversationReservation, defaultMaxBytes: number): Promise<{ reserved: boolean; bytes: number; maxBytes: number }> {
+    const maxBytes = this.bounds.get(projectId) ?? defaultMaxBytes;
+    const held = this.bytesHeld(projectId);
+    if (held + reservation.bytes > maxBytes) return { reserved: false, bytes: held, maxBytes };
+    let own = this.reservations.get(projectId);
+    if (!own) this.reservations.set(projectId, (own = new Map()));
+    if (own.has(reservation.id)) return { reserved: true, bytes: held, maxBytes };
+    own.set(reservation.id, { bytes: reservation.bytes, deadlineMs: this.now() + reservation.ttlMs });
+    return { reserved: true, bytes: held + reservation.bytes, maxBytes };
+  }
+
+  async release(projectId: string, reservationId: string): Promise<void> {
+    this.drop(projectId, reservationId);
+  }
+
+  private drop(projectId: string, reservationId: string): void {
+    const own = this.reservations.get(projectId);
+    if (own?.delete(reservationId) && own.size === 0) this.reservations.delete(projectId);
+  }
+
+  /** Live conversations and live reservations; lapsed reservations are dropped on the way. */
+  private bytesHeld(projectId: string): number {
+    const now = this.now();
     let bytes = 0;
     for (const [key, stored] of this.byKey) {
-      if (key.startsWith(`${projectId}/`) && stored.expiresAtMs > this.now()) bytes += stored.record.bytes;
+      if (key.startsWith(`${projectId}/`) && stored.expiresAtMs > now) bytes += stored.record.bytes;
     }
-    return { bytes, maxBytes: this.bounds.get(projectId) ?? defaultMaxBytes };
+    const own = this.reservations.get(projectId);
+    for (const [id, reservation] of own ?? []) {
+      if (reservation.deadlineMs <= now) own!.delete(id);
+      else bytes += reservation.bytes;
+    }
+    if (own?.size === 0) this.reservations.delete(projectId);
+    return bytes;
   }
 
   async setMaxBytes(projectId: string, maxBytes: number | null): Promise<boolean> {
@@ -116,6 +153,7 @@ export class MemoryConversationStore implements ConversationStore {
 
   forgetProject(projectId: string): void {
     this.bounds.delete(projectId);
+    this.reservations.delete(projectId);
     for (const key of this.byKey.keys()) if (key.startsWith(`${projectId}/`)) this.byKey.delete(key);
   }
 

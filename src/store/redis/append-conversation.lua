@@ -1,16 +1,21 @@
 -- novaAppendConversation (conversations.ts).
 -- KEYS: record (hash), messages (list of JSON), positions (hash message id -> list index),
 -- the project's storage expiry index and sizes (usage: frees the bytes when the conversation expires),
--- the conversation bytes the project holds (its bound).
+-- the conversation bytes the project holds (its bound), the reservations and their sizes.
 -- ARGV[1]: a JSON object {existing (true: a continuation, which needs the record), projectId,
---   conversationId, model, now (ISO), retentionSeconds, bytes (the messages' size)};
+--   conversationId, model, now (ISO), retentionSeconds, bytes (the messages' size), reservation
+--   (the id reserve-conversation-bytes.lua was given, or '')};
 -- ARGV[2…]: the messages, as pairs of id and JSON text (apart from ARGV[1], so that they are not
 --   encoded into it a second time).
 -- Appends in order, renews the TTL of all three keys, returns the record's fields and ttl_ms
 -- ([field, value, …]), or false when a continuation found nothing.
+-- The reservation leaves held either way: stored, the messages' size replaces it (counted even past
+-- the bound: the reply was served); not stored, it is given back.
+-- give_back(): conversation-reservations.lua, set before this by the caller.
 local RECORD, MESSAGES, POSITIONS, EXPIRY, SIZES, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local Q = cjson.decode(ARGV[1])
 local ttl, bytes = Q.retentionSeconds, Q.bytes
+if Q.reservation ~= '' then give_back(HELD, KEYS[7], KEYS[8], Q.reservation) end
 if Q.existing then
   if redis.call('EXISTS', RECORD) == 0 then return false end
 else

@@ -1,6 +1,7 @@
 import type {
   ConversationAppend,
   ConversationRecord,
+  ConversationReservation,
   ConversationStore,
   MessagePage,
   MessageRecord,
@@ -13,15 +14,21 @@ import type { KeyNames } from './key-names.js';
 import { luaScript } from './lua-script.js';
 
 // The scripts' KEYS, ARGV and replies: the head of each .lua file.
-const APPEND_SCRIPT = luaScript(new URL('./append-conversation.lua', import.meta.url));
 const PAGE_SCRIPT = luaScript(new URL('./conversation-page.lua', import.meta.url));
 const DELETE_SCRIPT = luaScript(new URL('./delete-conversation.lua', import.meta.url));
-const HELD_SCRIPT = luaScript(new URL('./conversation-bytes-held.lua', import.meta.url), {}, [RECONCILE_LUA]);
+/** give_back(), release_lapsed(), heal_held(): conversation-reservations.lua, for the scripts below. */
+const RESERVATIONS_LUA = luaScript(new URL('./conversation-reservations.lua', import.meta.url));
+const APPEND_SCRIPT = luaScript(new URL('./append-conversation.lua', import.meta.url), {}, [RESERVATIONS_LUA]);
+const HELD_SCRIPT = luaScript(new URL('./conversation-bytes-held.lua', import.meta.url), {}, [RECONCILE_LUA, RESERVATIONS_LUA]);
+const RESERVE_SCRIPT = luaScript(new URL('./reserve-conversation-bytes.lua', import.meta.url), {}, [RECONCILE_LUA, RESERVATIONS_LUA]);
+const RELEASE_SCRIPT = luaScript(new URL('./release-conversation-bytes.lua', import.meta.url), {}, [RESERVATIONS_LUA]);
 const SET_BOUND_SCRIPT = luaScript(new URL('./set-conversation-bound.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaSetConversationBound(project: string, maxBytes: string | number): Promise<number>;
   novaConversationBytesHeld(...args: (string | number)[]): Promise<[number, number]>;
+  novaReserveConversationBytes(...args: (string | number)[]): Promise<[number, number, number]>;
+  novaReleaseConversationBytes(...args: string[]): Promise<number>;
   novaDeleteConversation(...args: string[]): Promise<number | null>;
   novaAppendConversation(...args: (string | number)[]): Promise<(string | number)[] | null>;
   novaConversationPage(...args: (string | number)[]): Promise<string[] | null>;
@@ -67,10 +74,12 @@ export class RedisConversationStore implements ConversationStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaAppendConversation', { numberOfKeys: 6, lua: APPEND_SCRIPT });
+    redis.defineCommand('novaAppendConversation', { numberOfKeys: 8, lua: APPEND_SCRIPT });
     redis.defineCommand('novaConversationPage', { numberOfKeys: 3, lua: PAGE_SCRIPT });
     redis.defineCommand('novaDeleteConversation', { numberOfKeys: 6, lua: DELETE_SCRIPT });
-    redis.defineCommand('novaConversationBytesHeld', { numberOfKeys: 5, lua: HELD_SCRIPT });
+    redis.defineCommand('novaConversationBytesHeld', { numberOfKeys: 7, lua: HELD_SCRIPT });
+    redis.defineCommand('novaReserveConversationBytes', { numberOfKeys: 7, lua: RESERVE_SCRIPT });
+    redis.defineCommand('novaReleaseConversationBytes', { numberOfKeys: 3, lua: RELEASE_SCRIPT });
     redis.defineCommand('novaSetConversationBound', { numberOfKeys: 1, lua: SET_BOUND_SCRIPT });
     this.redis = redis as Scripted;
   }
@@ -81,6 +90,15 @@ export class RedisConversationStore implements ConversationStore {
       this.keys.conversationMessages(projectId, conversationId),
       this.keys.conversationPositions(projectId, conversationId),
     ];
+  }
+
+  /**
+   * The project's conversation bytes held and its reservations (conversation-reservations.lua):
+   * beside the held key, so in its hash-tag slot.
+   */
+  private heldKeysOf(projectId: string): [string, string, string] {
+    const held = this.keys.conversationBytesHeld(projectId);
+    return [held, `${held}:reservations`, `${held}:reserved`];
   }
 
   async get(projectId: string, conversationId: string): Promise<ConversationRecord | null> {
@@ -101,7 +119,7 @@ export class RedisConversationStore implements ConversationStore {
       ...this.keysOf(append.projectId, append.conversationId),
       this.keys.usageStorageExpiry(append.projectId),
       this.keys.usageStorageSizes(append.projectId),
-      this.keys.conversationBytesHeld(append.projectId),
+      ...this.heldKeysOf(append.projectId),
       JSON.stringify({
         existing: append.existing,
         projectId: append.projectId,
@@ -110,6 +128,7 @@ export class RedisConversationStore implements ConversationStore {
         now: new Date(append.nowMs).toISOString(),
         retentionSeconds: append.retentionSeconds,
         bytes,
+        reservation: append.reservationId ?? '',
       }),
       ...pairs,
     ]);
@@ -159,7 +178,7 @@ export class RedisConversationStore implements ConversationStore {
   /**
    * The requests of one project that ask within the same event-loop turn share one read: as if
    * they had all asked at the same instant (a conversation stored meanwhile shows in the next
-   * turn's read, within the overshoot the bound already allows for exchanges in flight).
+   * turn's read). A report only: admission to the bound is reserve(), which never shares.
    */
   held(projectId: string, defaultMaxBytes: number): Promise<{ bytes: number; maxBytes: number }> {
     return this.heldReads.of(`${projectId}\u0000${defaultMaxBytes}`, () => this.readHeld(projectId, defaultMaxBytes), undefined);
@@ -172,11 +191,32 @@ export class RedisConversationStore implements ConversationStore {
         this.keys.usageStorage(projectId),
         this.keys.usageStorageExpiry(projectId),
         this.keys.usageStorageSizes(projectId),
-        this.keys.conversationBytesHeld(projectId),
+        ...this.heldKeysOf(projectId),
         defaultMaxBytes,
       ),
     );
     return { bytes: Number(bytes), maxBytes: Number(maxBytes) };
+  }
+
+  async reserve(projectId: string, reservation: ConversationReservation, defaultMaxBytes: number): Promise<{ reserved: boolean; bytes: number; maxBytes: number }> {
+    const [reserved, bytes, maxBytes] = await guard(
+      this.redis.novaReserveConversationBytes(
+        this.keys.project(projectId),
+        this.keys.usageStorage(projectId),
+        this.keys.usageStorageExpiry(projectId),
+        this.keys.usageStorageSizes(projectId),
+        ...this.heldKeysOf(projectId),
+        defaultMaxBytes,
+        reservation.id,
+        reservation.bytes,
+        reservation.ttlMs,
+      ),
+    );
+    return { reserved: Number(reserved) === 1, bytes: Number(bytes), maxBytes: Number(maxBytes) };
+  }
+
+  async release(projectId: string, reservationId: string): Promise<void> {
+    await guard(this.redis.novaReleaseConversationBytes(...this.heldKeysOf(projectId), reservationId));
   }
 
   async setMaxBytes(projectId: string, maxBytes: number | null): Promise<boolean> {
