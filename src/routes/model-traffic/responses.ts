@@ -5,7 +5,7 @@ import { resourceNotFound } from '../../http/errors.js';
 import { UPSTREAM_ID_PATTERN } from '../../core/ids.js';
 import { ErrorResponse, errorResponses, Nullable } from '../../http/schemas.js';
 import type { ResponseOwner } from '../../store/response-types.js';
-import { ByteToken, firstStringValue } from '../../core/json-bytes.js';
+import { ByteToken, firstStringValue, lastObjectValue } from '../../core/json-bytes.js';
 import { OPERATIONS, type Operation } from '../../core/operations.js';
 import { mapUpstreamStatus } from '../../model-call/upstream-errors.js';
 import { readBody, sendToTarget } from '../../model-call/upstream-call.js';
@@ -15,16 +15,25 @@ import { proxyModelRequest, type ModelRequestBody } from '../../model-call/pass-
 import { modelRequestSchema, OpenAiObject } from './model-request-schema.js';
 import { relayStream } from '../../model-call/stream-relay.js';
 import { principalOf } from '../principal-of-request.js';
+import { recordResponseHistory, responseUsageOf } from '../../model-call/response-history.js';
 
 const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
 const ID_KEY = ByteToken.quoted('id');
+const USAGE_KEY = ByteToken.quoted('usage');
 const CREATED = Buffer.from('"response.created"');
+const COMPLETED = Buffer.from('"response.completed"');
 const ERROR_BODY_LIMIT = 64 * 1024;
 /** Reading, deleting or cancelling a stored response: metered as requests, not as model calls. */
 const STORED: Operation = { ...OPERATIONS.responses, metricName: 'responses_stored' };
 
 const ResponseParams = Type.Object({ response_id: Type.String({ maxLength: 128 }) });
 const answers = { 200: OpenAiObject, ...errorResponses, 502: ErrorResponse, 504: ErrorResponse };
+
+/** A response's input + output tokens from the bytes that carry its usage (a reply, a `response.completed` event). */
+function historyTokensIn(bytes: Buffer): number | undefined {
+  const usage = responseUsageOf(lastObjectValue(bytes, USAGE_KEY));
+  return usage ? usage.input + usage.output : undefined;
+}
 
 /**
  * The Responses API. Responses are created and kept by the upstream; the gateway remembers which
@@ -62,15 +71,24 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
         const target = ctx.models.get(body.model)?.targets[owner.targetIndex];
         if (owner.model === body.model && target) targets = { targets: [target], indexOf: () => owner.targetIndex };
       }
-      const claim = (id: string | null, targetIndex: number) => {
+      const claim = (id: string | null, targetIndex: number, historyTokens?: number) => {
         if (body.store === false || id === null || !VALID_ID.test(id)) return Promise.resolve();
-        return ctx.store.responses.claim(projectId, id, { model: body.model, targetIndex }, ttlMs);
+        return ctx.store.responses.claim(projectId, id, { model: body.model, targetIndex, historyTokens }, ttlMs);
       };
       let claimed = false;
+      const recordHistory = (event: Buffer, targetIndex: number) => {
+        const id = firstStringValue(event, ID_KEY);
+        const tokens = historyTokensIn(event);
+        if (body.store === false || id === null || tokens === undefined) return;
+        recordResponseHistory(ctx.store, projectId, id, { model: body.model, targetIndex }, tokens).catch((error: unknown) =>
+          request.log.warn({ err: error }, 'response history not stored: store unavailable'),
+        );
+      };
       return proxyModelRequest(ctx, request, reply, projectId, {
         targets,
-        onReply: (bytes, targetIndex) => claim(firstStringValue(bytes, ID_KEY), targetIndex),
+        onReply: (bytes, targetIndex) => claim(firstStringValue(bytes, ID_KEY), targetIndex, historyTokensIn(bytes)),
         onEvent: (event, targetIndex) => {
+          if (event.includes(COMPLETED)) return recordHistory(event, targetIndex);
           if (claimed || !event.includes(CREATED)) return;
           claimed = true;
           claim(firstStringValue(event, ID_KEY), targetIndex).catch((error: unknown) =>

@@ -10,6 +10,11 @@ export class MemoryResponseOwnerStore implements ResponseOwnerStore {
     this.owners.set(`${projectId}/${responseId}`, { value: encodeOwner(owner), expiresAtMs: this.now() + ttlMs });
   }
 
+  async recordHistory(projectId: string, responseId: string, owner: ResponseOwner): Promise<void> {
+    const entry = this.owners.get(`${projectId}/${responseId}`);
+    if (entry && entry.expiresAtMs > this.now()) entry.value = encodeOwner(owner);
+  }
+
   async get(projectId: string, responseId: string): Promise<ResponseOwner | null> {
     const key = `${projectId}/${responseId}`;
     const entry = this.owners.get(key);

@@ -14,6 +14,10 @@ export class RedisResponseOwnerStore implements ResponseOwnerStore {
     await guard(this.redis.set(this.keys.responseOwner(projectId, responseId), encodeOwner(owner), 'PX', ttlMs));
   }
 
+  async recordHistory(projectId: string, responseId: string, owner: ResponseOwner): Promise<void> {
+    await guard(this.redis.set(this.keys.responseOwner(projectId, responseId), encodeOwner(owner), 'KEEPTTL', 'XX'));
+  }
+
   async get(projectId: string, responseId: string): Promise<ResponseOwner | null> {
     return decodeOwner(await guard(this.redis.get(this.keys.responseOwner(projectId, responseId))));
   }
