@@ -197,8 +197,14 @@ export const GatewayConfigSchema = Type.Object(
     ),
     responses: Defaulted(
       Type.Object(
-        // As long as OpenAI keeps a stored response.
-        { retention_seconds: Defaulted(Type.Integer({ minimum: 60, maximum: 400 * DAY }), 30 * DAY) },
+        {
+          // As long as OpenAI keeps a stored response.
+          retention_seconds: Defaulted(Type.Integer({ minimum: 60, maximum: 400 * DAY }), 30 * DAY),
+          // A background response is polled this often until it ends (src/model-call/background-response.ts).
+          background_poll_ms: Defaulted(Type.Integer({ minimum: 10, maximum: 600_000 }), 2000),
+          // Followed at most this long; past it the request stays charged its reservation.
+          background_max_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 1000 * DAY }), 600_000),
+        },
         { additionalProperties: false },
       ),
       {},

@@ -17,6 +17,8 @@ export class ModelTrafficMetrics {
   readonly upstreamDuration: Histogram<'gen_ai_request_model' | 'upstream' | 'outcome'>;
   readonly fallbacks: Counter<'gen_ai_request_model' | 'from_upstream'>;
   readonly activeStreams: Gauge;
+  /** Background Responses the gateway followed up, by how each was charged (src/model-call/background-response.ts). */
+  readonly backgroundResponses: Counter<'gen_ai_request_model' | 'outcome'>;
 
   constructor(registry: Registry) {
     this.tokenUsage = new Histogram({
@@ -58,6 +60,12 @@ export class ModelTrafficMetrics {
       name: 'nova_upstream_fallbacks_total',
       help: 'Times a failed upstream target was followed by the next target of the model.',
       labelNames: ['gen_ai_request_model', 'from_upstream'],
+      registers: [registry],
+    });
+    this.backgroundResponses = new Counter({
+      name: 'nova_background_responses_total',
+      help: 'Background Responses followed up until they ended, by outcome: usage (charged their usage), and charged their reservation: no_usage (ended without valid usage), bound (responses.background_max_ms passed), gone (the upstream no longer has it), shutdown (the gateway stopped), client_closed (the client left before the reply).',
+      labelNames: ['gen_ai_request_model', 'outcome'],
       registers: [registry],
     });
     this.activeStreams = new Gauge({

@@ -10,6 +10,11 @@ export interface Settler {
   settle(projectId: string, reservation: Reservation, used: { tokens: number; cost: number }, reserved: number): void;
 }
 
+/** A reservation a follower owns past its response's end: only this settles it (once). */
+export interface FollowedReservation {
+  settle(promptTokens: number, completionTokens: number, cost?: number): void;
+}
+
 /**
  * What one admitted model request holds (token charge, budget charges, concurrency lease), settled
  * exactly once. Its life, one state at a time:
@@ -18,11 +23,14 @@ export interface Settler {
  *   upstream's usage when it finishes.
  * - `awaiting_usage`: the response ended while metering; the model call still reports its usage
  *   (an abort is reported right after it); if it never does, the charge stands as reserved.
+ * - `followed`: a follower (src/model-call/background-response.ts) owns it past the response's
+ *   end: the model call's settlement and the response's end leave it alone, the concurrency lease
+ *   stays held (and renewed, src/quota/admission.ts) until the follower settles it.
  * - `settled`: the store was told; nothing more happens. A held reservation whose response ends
  *   is settled as nothing used (no model call ran: a refused body, a failed validation).
  */
 export class QuotaReservation {
-  private state: 'held' | 'metering' | 'awaiting_usage' | 'settled' = 'held';
+  private state: 'held' | 'metering' | 'awaiting_usage' | 'followed' | 'settled' = 'held';
 
   constructor(
     private readonly settler: Settler,
@@ -41,6 +49,21 @@ export class QuotaReservation {
    * of range as 0, so that no upstream can make a settlement fail, wrap a counter or drain a budget.
    */
   settle(promptTokens: number, completionTokens: number, cost?: number): void {
+    if (this.state === 'settled' || this.state === 'followed') return;
+    this.settleNow(promptTokens, completionTokens, cost);
+  }
+
+  /**
+   * Hands the reservation to a follower, which alone settles it from now on, however long after
+   * the response it comes; null when it was settled already.
+   */
+  follow(): FollowedReservation | null {
+    if (this.state === 'settled' || this.state === 'followed') return null;
+    this.state = 'followed';
+    return { settle: (prompt, completion, cost) => this.settleNow(prompt, completion, cost) };
+  }
+
+  private settleNow(promptTokens: number, completionTokens: number, cost?: number): void {
     if (this.state === 'settled') return;
     this.state = 'settled';
     const prompt = withinCap(promptTokens, USAGE_CAPS.promptTokens, true);

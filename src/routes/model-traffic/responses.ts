@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
 import { resourceNotFound } from '../../http/errors.js';
@@ -15,6 +16,9 @@ import { proxyModelRequest, type ModelRequestBody } from '../../model-call/pass-
 import { modelRequestSchema, OpenAiObject } from './model-request-schema.js';
 import { relayStream } from '../../model-call/stream-relay.js';
 import { principalOf } from '../principal-of-request.js';
+import { upstreamBody } from '../../model-call/upstream-body.js';
+import type { Target } from '../../model-call/model-registry.js';
+import { BackgroundResponses, type BackgroundCall } from '../../model-call/background-response.js';
 import { recordResponseHistory, responseUsageOf } from '../../model-call/response-history.js';
 
 const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
@@ -42,10 +46,69 @@ function historyTokensIn(bytes: Buffer): number | undefined {
  */
 export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const ttlMs = ctx.config.responses.retention_seconds * 1000;
+  const { background_poll_ms: pollMs, background_max_ms: maxMs } = ctx.config.responses;
+  const followers = new BackgroundResponses(ctx, pollMs, maxMs);
+  // A plugin's onClose runs before the app's own, so before the usage meter's last flush (app.ts).
+  app.addHook('onClose', () => followers.close());
   const ownerOf = async (projectId: string, responseId: string, param: string): Promise<ResponseOwner> => {
     const owner = VALID_ID.test(responseId) ? await ctx.store.responses.get(projectId, responseId) : null;
     if (!owner) throw resourceNotFound('response', param);
     return owner;
+  };
+
+  /**
+   * `background: true`: the upstream's reply (`queued`) is relayed at once and the request is
+   * charged when the response ends (src/model-call/background-response.ts): this call meters
+   * nothing itself, its reply has no usage yet.
+   */
+  const createInBackground = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    projectId: string,
+    body: ModelRequestBody,
+    pinned: { target: Target; index: number } | undefined,
+    claim: (id: string | null, targetIndex: number) => Promise<void>,
+  ): Promise<never> => {
+    const model = ctx.models.serving(body.model, OPERATIONS.responses.endpoint);
+    const call = new ModelCall(ctx, request, reply, projectId, model, OPERATIONS.responses, false, { metersTokens: false });
+    const followed = (target: Target, targetIndex: number): BackgroundCall => ({
+      projectId,
+      requestId: request.id,
+      model,
+      target,
+      targetIndex,
+      reservation: request.reservation,
+      charge: request.reservation?.charge ?? ctx.charges.of('responses', body),
+      log: request.log,
+    });
+    let taken = false;
+    return call.run(async () => {
+      try {
+        const sent = await call.send(
+          (upstreamModel) => upstreamBody(body, upstreamModel, { askStreamUsage: OPERATIONS.responses.asksStreamUsage }),
+          pinned && [pinned.target],
+        );
+        const targetIndex = pinned ? pinned.index : sent.attempt.index;
+        const relay = {
+          // Nothing to estimate: the follow-up meters the request.
+          estimatePromptTokens: () => 0,
+          onReply: async (bytes: Buffer) => {
+            // The owner first (a reply that already ended records its tokens on it); the charge is taken over even when the store fails.
+            try {
+              await claim(firstStringValue(bytes, ID_KEY), targetIndex);
+            } finally {
+              taken = true;
+              followers.take(followed(sent.attempt.target, targetIndex), bytes);
+            }
+          },
+        };
+        return await relayJson(call, sent, relay);
+      } catch (error) {
+        // The upstream may have queued it before the client left: charged its reservation.
+        if (call.signal.aborted && !taken) followers.abandoned(pinned ? followed(pinned.target, pinned.index) : followed(model.targets[0]!, 0));
+        throw error;
+      }
+    });
   };
 
   app.post(
@@ -63,18 +126,20 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
     },
     async (request, reply) => {
       const { projectId } = principalOf(request);
-      const body = request.body as ModelRequestBody & { store?: boolean | null; previous_response_id?: string | null };
-      let targets;
+      const body = request.body as ModelRequestBody & { store?: boolean | null; previous_response_id?: string | null; background?: unknown };
+      let pinned: { target: Target; index: number } | undefined;
       if (typeof body.previous_response_id === 'string') {
         // The previous response's state lives at the target that created it: no fallback elsewhere.
         const owner = await ownerOf(projectId, body.previous_response_id, 'previous_response_id');
         const target = ctx.models.get(body.model)?.targets[owner.targetIndex];
-        if (owner.model === body.model && target) targets = { targets: [target], indexOf: () => owner.targetIndex };
+        if (owner.model === body.model && target) pinned = { target, index: owner.targetIndex };
       }
+      const targets = pinned && { targets: [pinned.target], indexOf: () => pinned.index };
       const claim = (id: string | null, targetIndex: number, historyTokens?: number) => {
         if (body.store === false || id === null || !VALID_ID.test(id)) return Promise.resolve();
         return ctx.store.responses.claim(projectId, id, { model: body.model, targetIndex, historyTokens }, ttlMs);
       };
+      if (body.background === true && body.stream !== true) return createInBackground(request, reply, projectId, body, pinned, claim);
       let claimed = false;
       const recordHistory = (event: Buffer, targetIndex: number) => {
         const id = firstStringValue(event, ID_KEY);
