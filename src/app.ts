@@ -111,6 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       now,
       metrics: metrics.quota,
       onStoreError: storeFailed('rate limiter'),
+      usage,
     }),
     managementLimit: new ManagementLimit(
       store.createLimiter({

@@ -2,13 +2,14 @@ import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../core/ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
 import { RecentMap } from '../core/recent-map.js';
-import type { AdmissionDecision, AdmissionSettings, Reservation, Settlement } from '../store/quota-types.js';
+import { SettlementFailedError, type AdmissionDecision, type AdmissionSettings, type Reservation, type SettleFence, type Settlement } from '../store/quota-types.js';
 import { POLICY_FIELDS } from '../store/policy.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
 import { budgetPeriodsAt } from './budget-periods.js';
 import { FallbackLimiter, refusedDecision } from './fallback-limiter.js';
 import type { Charge } from './request-charge.js';
 import type { Settler } from './quota-reservation.js';
+import type { UsageMeter } from './usage-meter.js';
 
 /** After a store failure, admission skips the store this long before probing it again. */
 const STORE_RETRY_MS = 1000;
@@ -24,6 +25,8 @@ export interface AdmissionOptions {
   metrics: QuotaMetrics;
   now?: () => number;
   onStoreError?: (error: unknown) => void;
+  /** Carries budget corrections the store could not take at settlement (see settle). */
+  usage?: UsageMeter;
 }
 
 /**
@@ -108,14 +111,38 @@ export class Admission implements Settler {
     }
     if (reservation.local) {
       void this.fallback.settle(projectId, this.policies.get(projectId), reservation, used);
+      // Its budgets were charged nothing in the store (budgets_when_store_down: open): they get the usage.
+      this.correctBudgets(projectId, reservation, used, null);
       return;
     }
     if (reservation.lease) this.dropLease(projectId, reservation.id);
     this.options.store.quota.settle(projectId, this.settings, reservation, used).catch((error: unknown) => {
-      // A lease left behind expires with its TTL; an unsettled charge stays as reserved.
-      if (error instanceof StoreUnavailableError) metrics.storeErrors.inc({ operation: 'settlement' });
-      else this.options.onStoreError?.(error);
+      // A lease left behind expires with its TTL. The budget charge goes with the usage records
+      // instead, fenced against the settlement itself running late (src/store/redis/apply-usage.lua).
+      if (error instanceof StoreUnavailableError) {
+        metrics.storeErrors.inc({ operation: 'settlement' });
+        this.correctBudgets(projectId, reservation, used, error instanceof SettlementFailedError ? error.fence : null);
+      } else this.options.onStoreError?.(error);
     });
+  }
+
+  /**
+   * Sends what the budget counters miss of a request (its use minus what they hold of it) with the
+   * usage records, which the store applies exactly once: the counters catch up when it is back.
+   */
+  private correctBudgets(projectId: string, reservation: Reservation, used: Settlement, fence: SettleFence | null): void {
+    const { dayTokens, monthTokens, monthCost, day, month } = reservation;
+    if (dayTokens === null && monthTokens === null && monthCost === null) return;
+    const budget = {
+      day,
+      month,
+      dayTokens: dayTokens === null ? 0 : used.tokens - dayTokens,
+      monthTokens: monthTokens === null ? 0 : used.tokens - monthTokens,
+      monthCost: monthCost === null ? 0 : used.cost - monthCost,
+      ...(fence ? { fence } : {}),
+    };
+    if (budget.dayTokens === 0 && budget.monthTokens === 0 && budget.monthCost === 0) return;
+    this.options.usage?.record({ projectId, requestId: reservation.id, part: 'budget', budget });
   }
 
   /**

@@ -1,7 +1,7 @@
 import { randomBase62 } from '../core/ids.js';
 import { RecentMap } from '../core/recent-map.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
-import { costParts, emptyCounts, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
+import { costParts, emptyCounts, type BudgetCorrection, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { UsageMeter, UsageRecord } from './usage-meter.js';
 import { validUsage } from './usage-validation.js';
@@ -97,6 +97,12 @@ export class BufferedUsageMeter implements UsageMeter {
         model: usage.model ?? null,
         apiKeyId: usage.apiKeyId ?? request?.apiKeyId ?? null,
       };
+      const budget = usage.budget && finiteCorrection(usage.budget);
+      if (budget) {
+        event.budget = budget;
+        // A correction alone (admission.ts) adds to no bucket: it only rides on the batch.
+        if (Object.values(event.counts).every((count) => count === 0) && storageBytesDelta === 0) event.dimensions = [];
+      }
       const moved = request && !request.modelled && event.model !== null ? this.attribute(request, event) : null;
       if (this.buffered + (moved ? 3 : 1) > this.options.maxBuffered) {
         metrics.dropped.inc();
@@ -240,4 +246,10 @@ export class BufferedUsageMeter implements UsageMeter {
     if (cost > 0) metrics.cost.inc(byModel, cost);
   }
 
+}
+
+/** The correction, or undefined when a number in it is not finite (it would poison the counters). */
+function finiteCorrection(budget: BudgetCorrection): BudgetCorrection | undefined {
+  const { dayTokens, monthTokens, monthCost } = budget;
+  return Number.isFinite(dayTokens) && Number.isFinite(monthTokens) && Number.isFinite(monthCost) ? budget : undefined;
 }

@@ -1,5 +1,5 @@
 import { BurstyRateLimiter, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import type { AdmissionDecision, Reservation, Settlement } from '../store/quota-types.js';
+import { needsSettling, type AdmissionDecision, type Reservation, type Settlement } from '../store/quota-types.js';
 import type { RateLimitPolicy } from '../store/types.js';
 
 const MAX_POLICIES = 1000;
@@ -52,15 +52,16 @@ export class FallbackLimiter {
       id: request.id,
       slot: 0,
       rateTokens: tokenLimiter ? request.tokens : null,
-      dayTokens: null,
-      monthTokens: null,
-      monthCost: null,
+      // Budgets charged nothing here: what the request uses goes to them with its usage record (admission.ts settle).
+      dayTokens: policy.daily_tokens === null ? null : 0,
+      monthTokens: policy.monthly_tokens === null ? null : 0,
+      monthCost: policy.monthly_cost === null ? null : 0,
       day: request.day,
       month: request.month,
       lease: maxc !== null,
       local: true,
     };
-    return { ...decision, allowed: true, reservation: reservation.lease || reservation.rateTokens !== null ? reservation : null };
+    return { ...decision, allowed: true, reservation: needsSettling(reservation) ? reservation : null };
   }
 
   /** The request ended: the token charge becomes its real usage, its slot frees. */

@@ -1,3 +1,5 @@
+import type { BudgetCorrection } from '../store/usage-types.js';
+
 /**
  * What a request consumed, reported by the route that served it. The meter counts each
  * measure once per request id and never blocks or fails the request that reports it.
@@ -25,6 +27,8 @@ export interface UsageRecord {
   cost?: number;
   /** When it happened (epoch ms); default: when recorded. */
   atMs?: number;
+  /** What the budget counters miss of the request (src/quota/admission.ts settle): written with the usage, once. */
+  budget?: BudgetCorrection;
 }
 
 export interface UsageMeter {

@@ -1,4 +1,5 @@
 import type { RateLimitPolicy } from './policy.js';
+import { StoreUnavailableError } from './types.js';
 
 /** Rate-limit and usage parts of the Store (docs/limits-and-usage.md). */
 
@@ -107,10 +108,32 @@ export interface Settlement {
   cost: number;
 }
 
+/** A settlement as the quota store numbers it: per replica, in the order it sends them. */
+export interface SettleFence {
+  replica: string;
+  seq: number;
+}
+
+/**
+ * A settlement that failed because the store was unreachable. `fence` names it when it was sent and
+ * may still run (a command that timed out runs when a hung Redis resumes); null when it never left.
+ */
+export class SettlementFailedError extends StoreUnavailableError {
+  constructor(
+    cause: unknown,
+    readonly fence: SettleFence | null,
+  ) {
+    super(cause);
+  }
+}
+
 export interface QuotaStore {
   /** Decides every limit of one model request and, when admitted, charges it: one round trip, atomic. */
   admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision>;
-  /** Replaces the reservation by the real usage and releases the lease: one round trip. */
+  /**
+   * Replaces the reservation by the real usage and releases the lease: one round trip. A failure may
+   * be a SettlementFailedError, whose fence a budget correction names (usage-types.ts BudgetCorrection).
+   */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void>;
   /** Extends the given leases of a project (a live replica's requests) by the lease TTL. */
   renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void>;

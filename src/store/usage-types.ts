@@ -1,3 +1,5 @@
+import type { SettleFence } from './quota-types.js';
+
 /** The usage part of the Store (docs/limits-and-usage.md, "Usage"): bucketed measures per project, model and key. */
 
 export const MINUTE_MS = 60_000;
@@ -35,6 +37,25 @@ export interface UsageEvent {
   apiKeyId: string | null;
   /** The dimensions the event counts in (default all three): a request moved to its model counts only in 'model'. */
   dimensions?: readonly UsageDimension[];
+  /** What the budget counters still miss of this request (written with the usage, once). */
+  budget?: BudgetCorrection;
+}
+
+/**
+ * A change to a project's budget counters that the quota store could not make when the request
+ * ended (admitted by the per-replica fallback, or its settlement unanswered): it rides on the usage
+ * records, which are written exactly once, and apply-usage.lua adds it like quota-batch.lua's settlement.
+ */
+export interface BudgetCorrection {
+  /** The budget periods it belongs to (`YYYY-MM-DD`, `YYYY-MM`); a period that is over is left alone. */
+  day: string;
+  month: string;
+  /** Added to the daily and monthly token counters and the monthly cost counter (negative: reserved, not used). */
+  dayTokens: number;
+  monthTokens: number;
+  monthCost: number;
+  /** The settlement may still reach the store: the correction counts only if it did not, and then fences it off. */
+  fence?: SettleFence;
 }
 
 export interface UsageRetention {
@@ -143,21 +164,30 @@ export interface AggregatedUsage {
   counts: UsageCounts;
 }
 
+/** What a batch writes of one project. */
+export interface ProjectUsage {
+  entries: AggregatedUsage[];
+  storageBytesDelta: number;
+  budgets: BudgetCorrection[];
+}
+
 interface ProjectSums {
   /** In the order they were first seen. */
   entries: AggregatedUsage[];
   storageBytesDelta: number;
+  budgets: Map<string, BudgetCorrection>;
   /** The entries by dimension, minute and group ('' for none): nested Maps, so that no key string is built per event. */
   index: Map<UsageDimension, Map<number, Map<string, AggregatedUsage>>>;
 }
 
 /** Sums a batch's events per project, dimension, group and minute: what a batch writes. */
-export function aggregateUsage(events: UsageEvent[]): Map<string, { entries: AggregatedUsage[]; storageBytesDelta: number }> {
+export function aggregateUsage(events: UsageEvent[]): Map<string, ProjectUsage> {
   const out = new Map<string, ProjectSums>();
   for (const event of events) {
     let project = out.get(event.projectId);
-    if (!project) out.set(event.projectId, (project = { entries: [], storageBytesDelta: 0, index: new Map() }));
+    if (!project) out.set(event.projectId, (project = { entries: [], storageBytesDelta: 0, index: new Map(), budgets: new Map() }));
     project.storageBytesDelta += event.storageBytesDelta;
+    if (event.budget) addCorrection(project.budgets, event.budget);
     const minuteMs = Math.floor(event.atMs / MINUTE_MS) * MINUTE_MS;
     for (const dimension of event.dimensions ?? USAGE_DIMENSIONS) {
       const group = dimension === 'model' ? event.model : dimension === 'api_key' ? event.apiKeyId : null;
@@ -173,7 +203,19 @@ export function aggregateUsage(events: UsageEvent[]): Map<string, { entries: Agg
       normalizeCost(addCounts(entry.counts, event.counts));
     }
   }
-  const sums = new Map<string, { entries: AggregatedUsage[]; storageBytesDelta: number }>();
-  for (const [projectId, { entries, storageBytesDelta }] of out) sums.set(projectId, { entries, storageBytesDelta });
+  const sums = new Map<string, ProjectUsage>();
+  for (const [projectId, { entries, storageBytesDelta, budgets }] of out) sums.set(projectId, { entries, storageBytesDelta, budgets: [...budgets.values()] });
   return sums;
+}
+
+/** Corrections of one period and one fenced settlement (or of none) add up into one. */
+function addCorrection(into: Map<string, BudgetCorrection>, { day, month, dayTokens, monthTokens, monthCost, fence }: BudgetCorrection): void {
+  const key = `${day}|${month}|${fence ? `${fence.replica}|${fence.seq}` : ''}`;
+  const sum = into.get(key);
+  if (sum === undefined) into.set(key, { day, month, dayTokens, monthTokens, monthCost, ...(fence ? { fence } : {}) });
+  else {
+    sum.dayTokens += dayTokens;
+    sum.monthTokens += monthTokens;
+    sum.monthCost += monthCost;
+  }
 }

@@ -1,5 +1,6 @@
 import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../types.js';
+import type { BudgetCorrection } from '../usage-types.js';
 
 /** One project's limiter state: the same structures as the Redis script's keys. */
 interface ProjectState {
@@ -170,6 +171,24 @@ export class MemoryQuotaStore implements QuotaStore {
     if (reservation.monthTokens !== null && s.budget.month === reservation.month) s.budget.mt += used.tokens - reservation.monthTokens;
     if (reservation.monthCost !== null && s.budget.month === reservation.month) s.budget.mc += used.cost - reservation.monthCost;
     if (reservation.lease) s.leases.delete(reservation.id);
+  }
+
+  /**
+   * What the budget counters missed, as src/store/redis/apply-usage.lua adds it (in-process nothing
+   * goes unanswered, so there is no settlement to fence off): the stored period, or a newer one it starts.
+   */
+  correctBudgets(projectId: string, corrections: BudgetCorrection[]): void {
+    const { budget } = this.stateOf(projectId, this.now());
+    for (const { day, month, dayTokens, monthTokens, monthCost } of corrections) {
+      if (dayTokens !== 0) {
+        if ((budget.day === undefined || budget.day < day) && dayTokens > 0) Object.assign(budget, { day, dt: 0 });
+        if (budget.day === day) budget.dt += dayTokens;
+      }
+      if (monthTokens !== 0 || monthCost !== 0) {
+        if ((budget.month === undefined || budget.month < month) && (monthTokens > 0 || monthCost > 0)) Object.assign(budget, { month, mt: 0, mc: 0 });
+        if (budget.month === month) Object.assign(budget, { mt: budget.mt + monthTokens, mc: budget.mc + monthCost });
+      }
+    }
   }
 
   async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {

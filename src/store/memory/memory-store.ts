@@ -39,7 +39,7 @@ export class MemoryStore implements Store {
   private readonly auditByProject = new Map<string, AuditEvent[]>();
   private readonly bus = new EventEmitter();
   readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
-  readonly usage = new MemoryUsageStore();
+  readonly usage = new MemoryUsageStore(Date.now, (projectId, corrections) => this.quota.correctBudgets(projectId, corrections));
   readonly conversations = new MemoryConversationStore(
     Date.now,
     (projectId, id, bytes, expiresAtMs) => this.usage.trackExpiry(projectId, id, bytes, expiresAtMs),

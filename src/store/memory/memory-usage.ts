@@ -1,6 +1,7 @@
 import {
   addCounts,
   type BatchRef,
+  type BudgetCorrection,
   aggregateUsage,
   emptyCounts,
   HOUR_MS,
@@ -33,18 +34,23 @@ export class MemoryUsageStore implements UsageStore {
   private readonly expiring = new Map<string, Map<string, { bytes: number; expiresAtMs: number }>>();
   private applied = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** `budgets`: where budget corrections go (the memory quota store's counters), once with their batch. */
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly budgets?: (projectId: string, corrections: BudgetCorrection[]) => void,
+  ) {}
 
   async apply(batch: BatchRef, events: UsageEvent[], retention: UsageRetention): Promise<Map<string, number>> {
     const now = this.now();
     const totals = new Map<string, number>();
-    for (const [projectId, { entries, storageBytesDelta }] of aggregateUsage(events)) {
+    for (const [projectId, { entries, storageBytesDelta, budgets }] of aggregateUsage(events)) {
       if (this.claim(projectId, batch, now, retention.dedupMs)) {
         for (const { dimension, group, minuteMs, counts } of entries) {
           this.add('minute', dimension, projectId, minuteMs, group, counts, MINUTE_MS + retention.minuteMs);
           this.add('hour', dimension, projectId, Math.floor(minuteMs / HOUR_MS) * HOUR_MS, group, counts, HOUR_MS + retention.hourMs);
         }
         if (storageBytesDelta) this.storage.set(projectId, (this.storage.get(projectId) ?? 0) + storageBytesDelta);
+        if (budgets.length > 0) this.budgets?.(projectId, budgets);
       }
       totals.set(projectId, this.reconcile(projectId, now));
     }

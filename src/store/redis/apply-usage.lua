@@ -8,26 +8,90 @@
 -- fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
 -- past retention leave the hash and index here (a bounded number per call); the keys expire
 -- after the retention of their newest bucket.
--- KEYS: storage total, applied marks, expiry index, sizes, then for m then h, for all, model, api_key:
--- hash, index; last, the conversation bytes held.
+-- Budget corrections (usage-types.ts BudgetCorrection) are added to the budget hash with the usage,
+-- so they count exactly once too. One whose settlement may still run (a command that timed out while
+-- Redis hung runs when it resumes) counts only if quota-batch.lua has not run a later-or-equal batch
+-- of that replica (its `q<replica>` mark), and then leaves `f<replica>:<seq>` so that the settlement,
+-- when it comes, skips its budget part: either one counts, never both.
+-- KEYS: storage total, applied marks, expiry index, sizes, budget hash, then for m then h, for all,
+-- model, api_key: hash, index; last, the conversation bytes held.
 -- ARGV[1]: a JSON object:
 --   replica, seq, sub: this part of the batch (claim);
 --   dedupMs: how long a replica's mark is kept; storageDelta: bytes stored (+) or freed (-);
+--   budgets: [{day, month, dayTokens, monthTokens, monthCost, replica?, seq? (the fence)}];
 --   m, h: per granularity {cutoff (buckets starting before it are dropped), ttlMs (of the keys)};
 --   entries: [{dimension ('all', 'model', 'api_key'), group ('' for none), minuteStart, hourStart
 --     (strings: the bucket field names' exact starts), requests, promptTokens, completionTokens,
 --     imageGenerations, audioMs, costMicros, costAtto}].
 -- Returns the storage total.
 -- reconcile(), claim() and PRUNE_LIMIT: set before this by the caller.
-local TOTAL, APPLIED, EXPIRY, SIZES, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]
+local TOTAL, APPLIED, EXPIRY, SIZES, BUDGET, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[#KEYS]
 local Q = cjson.decode(ARGV[1])
 -- the bucket keys by granularity and dimension, in the order KEYS holds them
-local buckets, k = {}, 5
+local buckets, k = {}, 6
 for _, g in ipairs({'m', 'h'}) do
   buckets[g] = {}
   for _, dimension in ipairs({'all', 'model', 'api_key'}) do
     buckets[g][dimension] = {hash = KEYS[k], index = KEYS[k + 1]}
     k = k + 2
+  end
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function int(v) return string.format('%d', v) end
+-- As quota-batch.lua settles: into the stored period when it is theirs; a newer one starts (as an
+-- admission there would start it); a period that is over is left alone.
+local function correctBudgets(budget, corrections)
+  local v = redis.call('HMGET', budget, 'day', 'dt', 'month', 'mt', 'mc')
+  local day, dt, month, mt, mc = v[1], tonumber(v[2]) or 0, v[3], tonumber(v[4]) or 0, tonumber(v[5]) or 0
+  local changed, now = false, clock()
+  for _, c in ipairs(corrections) do
+    local counts = true
+    if c.replica then
+      local fence = 'f' .. c.replica .. ':' .. int(c.seq)
+      local marks = redis.call('HMGET', budget, 'q' .. c.replica, fence)
+      local settled = marks[1] and tonumber(string.match(marks[1], '^(%d+)'))
+      if (settled and settled >= c.seq) or marks[2] then
+        counts = false
+      else
+        redis.call('HSET', budget, fence, int(now))
+      end
+    end
+    if counts then
+      if c.dayTokens ~= 0 then
+        if (not day or day < c.day) and c.dayTokens > 0 then day, dt = c.day, 0 end
+        if day == c.day then dt, changed = dt + c.dayTokens, true end
+      end
+      if c.monthTokens ~= 0 or c.monthCost ~= 0 then
+        if (not month or month < c.month) and (c.monthTokens > 0 or c.monthCost > 0) then month, mt, mc = c.month, 0, 0 end
+        if month == c.month then mt, mc, changed = mt + c.monthTokens, mc + c.monthCost, true end
+      end
+    end
+  end
+  if changed then
+    local fields = {}
+    if day then
+      for _, f in ipairs({'day', day, 'dt', int(dt)}) do fields[#fields + 1] = f end
+    end
+    if month then
+      for _, f in ipairs({'month', month, 'mt', int(mt), 'mc', string.format('%.17g', mc)}) do fields[#fields + 1] = f end
+    end
+    redis.call('HSET', budget, unpack(fields))
+  end
+  if redis.call('EXISTS', budget) == 1 then redis.call('PEXPIRE', budget, 32 * 86400000) end
+end
+-- The settlement marks and fences of replicas silent for keepMs leave once the budget hash holds
+-- more than a few: its size follows the replicas that write, never the traffic.
+local function pruneFences(budget, keepMs)
+  if redis.call('HLEN', budget) <= 5 + 32 then return end
+  local now, all = clock(), redis.call('HGETALL', budget)
+  for i = 1, #all, 2 do
+    local kind, at = string.sub(all[i], 1, 1), nil
+    if kind == 'q' then at = tonumber(string.match(all[i + 1], ':(%d+)$')) end
+    if kind == 'f' then at = tonumber(all[i + 1]) end
+    if at and at < now - keepMs then redis.call('HDEL', budget, all[i]) end
   end
 end
 if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
@@ -70,6 +134,8 @@ if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
     redis.call('PEXPIRE', bucket.index, Q[g].ttlMs)
   end
   if Q.storageDelta ~= 0 then redis.call('INCRBY', TOTAL, string.format('%d', Q.storageDelta)) end
+  if Q.budgets and #Q.budgets > 0 then correctBudgets(BUDGET, Q.budgets) end
 end
+pruneFences(BUDGET, Q.dedupMs)
 reconcile(TOTAL, EXPIRY, SIZES, HELD, PRUNE_LIMIT)
 return tonumber(redis.call('GET', TOTAL) or '0')

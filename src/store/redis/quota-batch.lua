@@ -27,8 +27,16 @@
 --   settlements: [{id, slot, rateTokens?, dayTokens?, monthTokens?, monthCost?, usedTokens, usedCost,
 --     day, month, lease?}]: a reservation (a charge is absent when it was not made; lease is true
 --     when the request holds one) and what the request really used;
+--   fence: {replica, seq} when a settlement charges a budget: the batch's number in its replica's
+--     stream. Its budget part is skipped when apply-usage.lua reconciled it from the usage records
+--     already (`f<replica>:<seq>`, left there when it went unanswered); `q<replica>` keeps the
+--     highest run, which tells apply-usage.lua that it ran;
 --   admissions: [{id, tokens, cost, day, month}]: what each request asks.
--- Returns a JSON object: {} without admissions, else
+--   lateAfter (optional): Redis's time after which the replica has surely given up waiting (its
+--     command timeout, with the clock difference its replies bound); a batch run later (held in a hung
+--     Redis's socket) admits nothing, as the replica admitted its requests by the fallback meanwhile.
+-- Returns a JSON object: now (Redis's time, ms, in a string), late (true: the admissions were
+-- skipped), and nothing more without admissions, else
 --   slot: the sub-window the token charges went to (an integer in a string: exact at any size);
 --   policy: the project's limits (requests_per_minute, burst_limit, tokens_per_minute,
 --     max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost; the optional ones as the
@@ -117,6 +125,19 @@ end
 
 -- earlier sub-windows' token counts that settlements correct: each read and written once
 local earlier, released = {}, {}
+local fenced = false
+if Q.fence then
+  local fence = 'f' .. Q.fence.replica .. ':' .. int(Q.fence.seq)
+  local marks = redis.call('HMGET', BUDGET, 'q' .. Q.fence.replica, fence)
+  if marks[2] then
+    fenced = true
+    redis.call('HDEL', BUDGET, fence)
+  end
+  if not (marks[1] and tonumber(string.match(marks[1], '^(%d+)')) >= Q.fence.seq) then
+    redis.call('HSET', BUDGET, 'q' .. Q.fence.replica, int(Q.fence.seq) .. ':' .. int(now))
+    redis.call('PEXPIRE', BUDGET, 32 * 86400000)
+  end
+end
 for _, settled in ipairs(Q.settlements) do
   local slot, rateTokens, dayTokens, monthTokens, monthCost = settled.slot, settled.rateTokens, settled.dayTokens, settled.monthTokens, settled.monthCost
   local usedTokens, usedCost = settled.usedTokens, settled.usedCost
@@ -138,7 +159,7 @@ for _, settled in ipairs(Q.settlements) do
     end
     if ts < 0 then ts = 0 end
   end
-  if dayTokens or monthTokens or monthCost then
+  if not fenced and (dayTokens or monthTokens or monthCost) then
     local g = budget()
     if dayTokens and g.day == settled.day then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
     if monthTokens and g.month == settled.month then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
@@ -149,8 +170,10 @@ end
 if #released > 0 then redis.call('ZREM', LEASES, unpack(released)) end
 for slot, v in pairs(earlier) do redis.call('HSET', SUB, 't' .. slot, int(v)) end
 
-local reply = {}
-if #Q.admissions > 0 then
+local reply = {now = int(now)}
+if Q.lateAfter and now > Q.lateAfter and #Q.admissions > 0 then
+  reply.late = true
+elseif #Q.admissions > 0 then
   local decisions = {}
   local p = redis.call('HMGET', PROJECT, 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
   local rpm = tonumber(p[1]) or Q.defaultRequestsPerMinute

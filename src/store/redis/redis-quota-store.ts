@@ -1,8 +1,11 @@
-import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { Cluster } from 'ioredis';
+import { randomBase62 } from '../../core/ids.js';
+import { needsSettling, SettlementFailedError, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
 import { guard } from './guard.js';
+import { StoreUnavailableError } from '../types.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
 
@@ -32,6 +35,10 @@ interface SettlementArg {
 
 /** quota-batch.lua's reply: {} for a batch without admissions. */
 interface BatchReply {
+  /** Redis's time when the script ran (ms). */
+  now: string;
+  /** The batch ran after its lateAfter: its admissions were skipped. */
+  late?: true;
   slot: string;
   policy: Record<keyof RateLimitPolicy, number | string | null>;
   decisions: DecisionReply[];
@@ -101,6 +108,12 @@ const openBatch = (settings: AdmissionSettings) => new QuotaBatch(settings);
  */
 export class RedisQuotaStore implements QuotaStore {
   private readonly redis: Scripted;
+  /** Numbers the batches that settle a budget (quota-batch.lua's fence): this replica's id and last number. */
+  private readonly replica = randomBase62(10);
+  private fences = 0;
+  /** Bounds Redis's clock against ours, for quota-batch.lua's lateAfter. */
+  private readonly clock = new ClockBound();
+  private readonly commandTimeoutMs: number | undefined;
   /** Work waiting for the end of the event-loop turn, by project. */
   private readonly batches = new TurnBatches<QuotaBatch>(
     (batch, projectId) => void this.write(projectId, batch),
@@ -114,6 +127,7 @@ export class RedisQuotaStore implements QuotaStore {
     redis.defineCommand('novaQuotaBatch', { numberOfKeys: 6, lua: QUOTA_BATCH_SCRIPT });
     redis.defineCommand('novaRenewLeases', { numberOfKeys: 1, lua: RENEW_LEASES_SCRIPT });
     this.redis = redis as Scripted;
+    this.commandTimeoutMs = redis instanceof Cluster ? redis.options.redisOptions?.commandTimeout : redis.options.commandTimeout;
   }
 
   admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
@@ -155,6 +169,13 @@ export class RedisQuotaStore implements QuotaStore {
   private async write(projectId: string, batch: QuotaBatch): Promise<void> {
     const { settings, settlements, admissions } = batch;
     const k = this.keys;
+    const budgeted = settlements.some((s) => s.dayTokens !== undefined || s.monthTokens !== undefined || s.monthCost !== undefined);
+    const fence = budgeted ? { replica: this.replica, seq: ++this.fences } : undefined;
+    // After its timeout this replica admits the batch's requests by the fallback: run later (a hung
+    // Redis resuming), the admissions would charge budgets for requests charged there too.
+    const sentAt = Date.now();
+    const ahead = admissions.length > 0 && this.commandTimeoutMs !== undefined ? this.clock.bound(sentAt) : undefined;
+    const lateAfter = ahead === undefined ? undefined : sentAt + ahead + this.commandTimeoutMs!;
     const arg = JSON.stringify({
       windowMs: Math.round(settings.windowMs),
       subWindows: settings.subWindows,
@@ -164,6 +185,8 @@ export class RedisQuotaStore implements QuotaStore {
       defaultRequestsPerMinute: settings.defaults.requests_per_minute,
       defaultBurstLimit: settings.defaults.burst_limit,
       settlements,
+      fence,
+      lateAfter,
       admissions: admissions.map(({ request: { id, tokens, cost, day, month } }) => ({ id, tokens, cost, day, month })),
     });
     let reply: string;
@@ -180,13 +203,21 @@ export class RedisQuotaStore implements QuotaStore {
         ),
       );
     } catch (error) {
-      batch.done(error);
+      // A budget settlement that may still run names its fence, so the correction sent instead counts once.
+      batch.done(fence && error instanceof StoreUnavailableError ? new SettlementFailedError(error.cause, neverSent(error) ? null : fence) : error);
       for (const waiting of admissions) waiting.reject(error);
       return;
     }
     batch.done();
+    const { now, late, slot, policy: stored, decisions } = JSON.parse(reply) as BatchReply;
+    this.clock.observe(sentAt, Number(now) - sentAt);
     if (admissions.length === 0) return;
-    const { slot, policy: stored, decisions } = JSON.parse(reply) as BatchReply;
+    if (late) {
+      // Answered after all (a busy event loop ran the timeout late): as if it had timed out.
+      const error = new StoreUnavailableError(new Error('the quota batch ran after its command timeout'));
+      for (const waiting of admissions) waiting.reject(error);
+      return;
+    }
     // One policy for the batch: the script read the project's once.
     const policy: RateLimitPolicy = {
       requests_per_minute: Number(stored.requests_per_minute),
@@ -200,6 +231,35 @@ export class RedisQuotaStore implements QuotaStore {
     admissions.forEach((waiting, index) => waiting.resolve(decisionOf(decisions[index]!, policy, Number(slot), waiting.request)));
   }
 }
+
+/**
+ * How far Redis's clock is ahead of this process's, at most: a reply's Redis time minus when its call
+ * left bounds it (the script ran after the call left). The least bound of the last minute, so that a
+ * clock step on either side is followed within a minute; none before a first reply.
+ */
+class ClockBound {
+  private readonly slots: Array<{ slot: number; bound: number }> = [];
+
+  observe(sentAt: number, bound: number): void {
+    const slot = Math.floor(sentAt / 10_000);
+    const last = this.slots.at(-1);
+    if (last?.slot === slot) last.bound = Math.min(last.bound, bound);
+    else {
+      this.slots.push({ slot, bound });
+      if (this.slots.length > 6) this.slots.shift();
+    }
+  }
+
+  bound(now: number): number | undefined {
+    const from = Math.floor(now / 10_000) - 5;
+    let least: number | undefined;
+    for (const { slot, bound } of this.slots) if (slot >= from && (least === undefined || bound < least)) least = bound;
+    return least;
+  }
+}
+
+/** ioredis refused the command without writing it (no connection, no offline queue: connect.ts). */
+const neverSent = (error: StoreUnavailableError) => /enableOfflineQueue options is false/.test(String((error.cause as Error | undefined)?.message));
 
 const optional = (value: number | string | null) => (value === null ? null : Number(value));
 

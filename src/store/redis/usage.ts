@@ -75,13 +75,14 @@ export class RedisUsageStore implements UsageStore {
     const now = this.now();
     const cutoffMinute = Math.floor(now / MINUTE_MS) * MINUTE_MS - retention.minuteMs;
     const cutoffHour = Math.floor(now / HOUR_MS) * HOUR_MS - retention.hourMs;
-    for (const [projectId, { entries, storageBytesDelta }] of aggregateUsage(events)) {
+    for (const [projectId, { entries, storageBytesDelta, budgets }] of aggregateUsage(events)) {
       for (let part = 0; part * ENTRIES_PER_CALL < Math.max(1, entries.length); part++) {
         const keys = [
           this.keys.usageStorage(projectId),
           this.keys.usageApplied(projectId),
           this.keys.usageStorageExpiry(projectId),
           this.keys.usageStorageSizes(projectId),
+          this.keys.budgets(projectId),
           ...this.bucketKeys(projectId),
           this.keys.conversationBytesHeld(projectId),
         ];
@@ -91,6 +92,8 @@ export class RedisUsageStore implements UsageStore {
           sub: batch.sub + part,
           dedupMs: Math.max(1, Math.round(retention.dedupMs)),
           storageDelta: part === 0 ? storageBytesDelta : 0,
+          // What the budget counters miss, once with the batch's first part (see apply-usage.lua).
+          budgets: part === 0 ? budgets.map(({ fence, ...correction }) => ({ ...correction, ...fence })) : [],
           // Strings: the exact integers, whatever their size, that the bucket fields and scores are.
           m: { cutoff: String(cutoffMinute), ttlMs: MINUTE_MS + retention.minuteMs },
           h: { cutoff: String(cutoffHour), ttlMs: HOUR_MS + retention.hourMs },
