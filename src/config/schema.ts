@@ -97,6 +97,8 @@ export const ModelConfigSchema = Type.Object(
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
     context_window: Type.Optional(Type.Integer({ minimum: 1 })),
     max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+    // The most output the token rate reserves per request (budgets reserve the whole bound).
+    reserve_output_tokens_max: Type.Optional(Type.Integer({ minimum: 1 })),
     owned_by: Type.Optional(Type.String({ minLength: 1 })),
     endpoints: Type.Optional(Type.Array(ModelEndpoint, { minItems: 1, uniqueItems: true })),
     fallbacks: Type.Optional(Type.Array(FallbackTargetSchema, { maxItems: 8 })),

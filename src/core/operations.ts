@@ -25,8 +25,10 @@ export interface Operation {
   outputKeys: ByteToken[];
   /** Markers of the event that completes a stream (`[DONE]`, or the Responses API's terminal events). */
   terminalMarkers: ByteToken[];
-  /** Request fields whose text estimates the prompt when the upstream reports no usage. */
+  /** Request fields the upstream turns into tokens: their bytes bound the prompt (estimateTokens). */
   promptFields: string[];
+  /** The field that bounds the output, added to the request sent upstream when the client named no max field. */
+  outputLimitField: 'max_tokens' | 'max_output_tokens' | null;
 }
 
 const key = ByteToken.quoted;
@@ -42,7 +44,8 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     asksStreamUsage: true,
     outputKeys: [key('content'), key('arguments')],
     terminalMarkers: DONE,
-    promptFields: ['messages'],
+    promptFields: ['messages', 'tools', 'functions', 'response_format', 'tool_choice', 'prediction'],
+    outputLimitField: 'max_tokens',
   },
   completions: {
     name: 'completions',
@@ -54,6 +57,7 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     outputKeys: [key('text')],
     terminalMarkers: DONE,
     promptFields: ['prompt', 'suffix'],
+    outputLimitField: 'max_tokens',
   },
   embeddings: {
     name: 'embeddings',
@@ -65,6 +69,7 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     outputKeys: [],
     terminalMarkers: [],
     promptFields: ['input'],
+    outputLimitField: null,
   },
   responses: {
     name: 'responses',
@@ -75,7 +80,8 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     asksStreamUsage: false,
     outputKeys: [key('delta')],
     terminalMarkers: ['"response.completed"', '"response.incomplete"', '"response.failed"'].map(ByteToken.of),
-    promptFields: ['instructions', 'input'],
+    promptFields: ['instructions', 'input', 'tools', 'text', 'tool_choice', 'prompt'],
+    outputLimitField: 'max_output_tokens',
   },
 };
 
@@ -89,32 +95,57 @@ export interface TokenUsage {
   completion_tokens: number;
 }
 
-/** Tokens of an upstream usage object: chat-style (`prompt_tokens`) or Responses-style (`input_tokens`). */
-export function tokensOf(usage: Record<string, unknown> | null | undefined): TokenUsage | null {
-  if (!usage || typeof usage !== 'object') return null;
-  const prompt = Number(usage.prompt_tokens ?? usage.input_tokens ?? 0);
-  const completion = Number(usage.completion_tokens ?? usage.output_tokens ?? 0);
-  return { prompt_tokens: prompt, completion_tokens: completion };
+/** What an upstream reported it used: its token counts, or why they cannot be charged. */
+export type ReportedUsage = TokenUsage | 'missing' | 'invalid';
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+
+/**
+ * Tokens of an upstream usage object, chat-style (`prompt_tokens`) or Responses-style
+ * (`input_tokens`). Every count must be a whole non-negative number: a negative, fractional,
+ * NaN-like or string count is 'invalid', no object is 'missing'; both are charged the reservation
+ * (docs/limits-and-usage.md, "Charges that hold"). `output`: false for work without output (embeddings).
+ */
+export function tokensOf(usage: unknown, output = true): ReportedUsage {
+  if (usage === null || typeof usage !== 'object' || Array.isArray(usage)) return 'missing';
+  const fields = usage as Record<string, unknown>;
+  const prompt = fields.prompt_tokens ?? fields.input_tokens;
+  const completion = fields.completion_tokens ?? fields.output_tokens ?? (output ? undefined : 0);
+  return isCount(prompt) && isCount(completion) ? { prompt_tokens: prompt, completion_tokens: completion } : 'invalid';
 }
 
-/** Characters of every string inside a value (a rough prompt size when the upstream reports none). */
-function textLength(value: unknown, depth = 0): number {
-  if (typeof value === 'string') return value.length;
-  if (depth > 64 || value === null || typeof value !== 'object') return 0;
-  let length = 0;
-  for (const item of Array.isArray(value) ? value : Object.values(value)) length += textLength(item, depth + 1);
-  return length;
+/**
+ * What an inlined image (a `data:` URL as an image part's `url` / `image_url`) is estimated at,
+ * whatever its size: its tokens follow its pixels, not its bytes (docs/limits-and-usage.md).
+ */
+export const INLINE_IMAGE_TOKENS = 2048;
+const IMAGE_URL_KEYS = new Set(['url', 'image_url']);
+
+/**
+ * An upper bound of the tokens a value turns into: the UTF-8 bytes of its strings and object keys
+ * (a token is at least one byte in every script, so CJK text and tool schemas are not
+ * under-counted), a number or boolean as one, an inlined image at INLINE_IMAGE_TOKENS. Native
+ * byteLength per string: no copy.
+ */
+export function estimateTokens(value: unknown, depth = 0): number {
+  if (typeof value === 'string') return Buffer.byteLength(value, 'utf8');
+  if (depth > 1024 || value === null || typeof value !== 'object') return typeof value === 'number' || typeof value === 'boolean' ? 1 : 0;
+  let tokens = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) tokens += estimateTokens(item, depth + 1);
+    return tokens;
+  }
+  for (const key in value) {
+    const item = (value as Record<string, unknown>)[key];
+    tokens += key.length;
+    tokens += typeof item === 'string' && IMAGE_URL_KEYS.has(key) && item.startsWith('data:image/') ? INLINE_IMAGE_TOKENS : estimateTokens(item, depth + 1);
+  }
+  return tokens;
 }
 
-/** A rough token count (4 characters a token), used only when the upstream reports no usage. */
-export function estimateTokens(value: unknown): number {
-  const length = textLength(value);
-  return length === 0 ? 0 : Math.ceil(length / 4);
-}
-
-/** The prompt estimate of a request body for an operation. */
-export function estimatePromptTokens(operation: Operation, body: Record<string, unknown>, history: unknown[] = []): number {
-  let tokens = estimateTokens(history);
+/** The prompt estimate of a request body for an operation: every field it turns into tokens, and the stored history it continues. */
+export function estimatePromptTokens(operation: Operation, body: Record<string, unknown>, historyTokens = 0): number {
+  let tokens = historyTokens;
   for (const field of operation.promptFields) tokens += estimateTokens(body[field]);
   return tokens;
 }

@@ -19,11 +19,13 @@ export class ModelTrafficMetrics {
   readonly activeStreams: Gauge;
   /** Background Responses the gateway followed up, by how each was charged (src/model-call/background-response.ts). */
   readonly backgroundResponses: Counter<'gen_ai_request_model' | 'outcome'>;
+  /** Requests whose usage could not be charged and that were charged their reservation, by why. */
+  readonly chargedAsReserved: Counter<'gen_ai_request_model' | 'reason'>;
 
   constructor(registry: Registry) {
     this.tokenUsage = new Histogram({
       name: 'gen_ai_client_token_usage',
-      help: 'Tokens per chat completion by model and type (input, output): the upstream report, or what was delivered when a stream ended early.',
+      help: 'Tokens per chat completion by model and type (input, output): the upstream report, or the reservation when it reported none.',
       labelNames: ['gen_ai_request_model', 'gen_ai_token_type'],
       buckets: TOKENS,
       registers: [registry],
@@ -54,6 +56,12 @@ export class ModelTrafficMetrics {
       help: 'Duration of requests to upstream targets (until the whole body was read), by model, target host and outcome (HTTP status or error code).',
       labelNames: ['gen_ai_request_model', 'upstream', 'outcome'],
       buckets: SECONDS,
+      registers: [registry],
+    });
+    this.chargedAsReserved = new Counter({
+      name: 'nova_charged_as_reserved_total',
+      help: 'Model requests charged their whole reservation because their usage could not be: the client left (client_closed), the upstream reported none (usage_missing) or reported counts that are not whole non-negative numbers (usage_invalid).',
+      labelNames: ['gen_ai_request_model', 'reason'],
       registers: [registry],
     });
     this.fallbacks = new Counter({

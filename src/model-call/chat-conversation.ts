@@ -141,3 +141,19 @@ export function storeExchange(
     );
   return storedBytes(records);
 }
+
+/**
+ * The tokens of the stored history a chat continues (its route facts' historyTokens): the stored
+ * bytes of the conversation, a bound as the prompt estimate is (src/core/operations.ts). 0 when it
+ * continues none, or none the project holds (the handler answers 404), or the store is away.
+ */
+export async function conversationHistoryTokens(ctx: ModelCallContext, projectId: string, body: unknown): Promise<number> {
+  const requested = (body as { conversation_id?: unknown } | null)?.conversation_id;
+  if (typeof requested !== 'string' || !isGatewayId('conv', requested)) return 0;
+  try {
+    return (await ctx.store.conversations.get(projectId, requested))?.bytes ?? 0;
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) return 0;
+    throw error;
+  }
+}

@@ -1,7 +1,7 @@
 import { envelope } from '../http/envelope.js';
 import { upstreamError } from '../http/errors.js';
 import { randomBase62, UPSTREAM_ID_PATTERN } from '../core/ids.js';
-import { estimateTokens, tokensOf } from '../core/operations.js';
+import { tokensOf } from '../core/operations.js';
 import type { ChatMessage } from './upstream-body.js';
 import type { Attempt } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
@@ -26,7 +26,6 @@ export async function completeJson(
   { response, attempt }: { response: UpstreamResponse; attempt: Attempt },
   body: ChatBody,
   plan: ConversationPlan,
-  estimatePromptTokens: () => number,
 ): Promise<unknown> {
   const { ctx, request, reply, model } = call;
   const bytes = await readReply(call, response);
@@ -42,12 +41,11 @@ export async function completeJson(
   }
   const message = (completion.choices[0] as { message?: ChatMessage } | undefined)?.message;
   const replyMessage: ChatMessage = message && typeof message === 'object' ? message : { role: 'assistant', content: '' };
-  const reported = tokensOf(completion.usage);
-  const promptTokens = reported?.prompt_tokens ?? estimatePromptTokens();
-  const completionTokens = reported?.completion_tokens ?? estimateTokens([replyMessage.content, replyMessage.tool_calls]);
   const storageBytes = storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, replyMessage);
   ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
-  call.finish({ outcome: 'completed', promptTokens, completionTokens, storageBytes, attempt, log: { conversation_id: plan.id } });
+  // What is charged is what the answer reports: the upstream's usage, or the reservation when it sent none it could be charged by.
+  const charged = call.finish({ outcome: 'completed', usage: tokensOf(completion.usage), storageBytes, attempt, log: { conversation_id: plan.id } });
+  const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = charged;
   const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;
   // Set on the envelope itself (one copy of the upstream's fields): a field the upstream sent
   // keeps its place, a new one comes last, as with spreading.

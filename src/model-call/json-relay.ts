@@ -16,7 +16,6 @@ export async function readReply(call: ModelCall, response: UpstreamResponse): Pr
 }
 
 export interface JsonRelayOptions {
-  estimatePromptTokens: () => number;
   /** Sees the reply before it is sent (a Responses API id to claim for the project). */
   onReply?: (bytes: Buffer) => Promise<void>;
 }
@@ -29,22 +28,16 @@ export interface JsonRelayOptions {
 export async function relayJson(
   call: ModelCall,
   { response, attempt }: { response: UpstreamResponse; attempt: Attempt },
-  options: JsonRelayOptions,
+  options: JsonRelayOptions = {},
 ): Promise<unknown> {
   const bytes = await readReply(call, response);
   call.observeUpstream(attempt, String(response.status));
   const text = latin1(bytes);
-  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY, text));
+  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY, text), call.operation.outputLimitField !== null);
   const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson, text);
   await options.onReply?.(out);
   call.ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: call.model.id, stream: 'false' }, call.reply.elapsedTime / 1000);
-  call.finish({
-    outcome: 'completed',
-    promptTokens: usage?.prompt_tokens ?? options.estimatePromptTokens(),
-    completionTokens: usage?.completion_tokens ?? 0,
-    storageBytes: 0,
-    attempt,
-  });
+  call.finish({ outcome: 'completed', usage, storageBytes: 0, attempt });
   call.reply.header('content-type', response.headers['content-type'] ?? 'application/json');
   return call.reply.send(out);
 }

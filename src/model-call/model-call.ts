@@ -5,17 +5,27 @@ import type { ModelCallContext } from './model-call-context.js';
 import { costOf } from '../core/pricing.js';
 import { USAGE_CAPS, withinCap } from '../quota/usage-validation.js';
 import type { RegisteredModel, Target } from './model-registry.js';
-import type { Operation } from '../core/operations.js';
+import type { Operation, ReportedUsage, TokenUsage } from '../core/operations.js';
 import { callTarget, requestWithFallback, type Attempt, type FallbackEvents } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
 import { ClientGone } from './upstream-errors.js';
 import { modelCallFactsOf } from './route-facts.js';
 
+/**
+ * What a finished call is charged for: the usage the upstream reported; 'missing' / 'invalid'
+ * usage or a client that left once the upstream had the request ('client_closed'), charged the
+ * reservation (docs/limits-and-usage.md, "Charges that hold"); or 'nothing' (the upstream did no
+ * work: it was never reached, or refused the request).
+ */
+export type Metered = ReportedUsage | 'client_closed' | 'nothing';
+
+const AS_RESERVED = { missing: 'usage_missing', invalid: 'usage_invalid', client_closed: 'client_closed' } as const;
+const NOTHING: TokenUsage = { prompt_tokens: 0, completion_tokens: 0 };
+
 export interface CallOutcome {
   outcome: string;
-  promptTokens: number;
-  completionTokens: number;
+  usage: Metered;
   storageBytes: number;
   attempt: Attempt | null;
   /** Extra access-log fields (a conversation id, …). */
@@ -33,6 +43,10 @@ export class ModelCall {
   /** Fired when the client leaves: cancels the upstream request whichever stage it is in. */
   readonly signal = new CallSignal();
   private finished = false;
+  /** The request went to an upstream: from then on it may have done work, whatever happens. */
+  private sent = false;
+  /** An upstream answered with a reply (its headers): a reply that breaks off after this was worked on. */
+  private replied = false;
 
   constructor(
     readonly ctx: ModelCallContext,
@@ -54,19 +68,22 @@ export class ModelCall {
   }
 
   /** Sends the body built for each target to the model's targets in order (fallbacks before the first byte). */
-  send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
+  async send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
     const options = {
       requestId: this.request.id,
       stream: this.stream,
       signal: this.signal,
       wholeLimit: this.ctx.config.upstream.max_json_reply_bytes,
     };
-    return requestWithFallback(
+    this.sent = true;
+    const sent = await requestWithFallback(
       targets === this.model.targets ? this.model : { ...this.model, targets },
-      (target) => callTarget(target, this.operation, this.model.id, bodyFor(this.upstreamModelOf(target)), options),
+      (target) => callTarget(target, this.operation, this.model.id, this.bounded(bodyFor(this.upstreamModelOf(target))), options),
       options,
       this.fallbackEvents,
     );
+    this.replied = true;
+    return sent;
   }
 
   /**
@@ -81,7 +98,7 @@ export class ModelCall {
       // A JSON path returns its answer; a streaming path has sent the stream (typed loosely).
       return (await work()) as never;
     } catch (error) {
-      this.finish({ outcome: outcomeOf(error), promptTokens: 0, completionTokens: 0, storageBytes: 0, attempt: null });
+      this.finish({ outcome: outcomeOf(error), usage: this.usageOfFailure(error), storageBytes: 0, attempt: null });
       if (this.signal.aborted) {
         // Nobody is left to answer.
         this.reply.hijack();
@@ -90,6 +107,22 @@ export class ModelCall {
       }
       throw error;
     }
+  }
+
+  /** The body with the output limit the reservation assumed when the client named none: what the upstream may produce is bounded. */
+  private bounded(body: Record<string, unknown>): Record<string, unknown> {
+    const limit = this.request.charge?.addedOutputLimit;
+    const field = this.operation.outputLimitField;
+    if (limit !== null && limit !== undefined && field !== null) body[field] = limit;
+    return body;
+  }
+
+  /** What a call that failed is charged for: nothing, unless the upstream may have worked on it. */
+  private usageOfFailure(error: unknown): Metered {
+    if (!this.sent) return 'nothing';
+    if (this.signal.aborted) return 'client_closed';
+    if (this.replied || (error instanceof ApiError && error.code === 'upstream_timeout')) return 'missing';
+    return 'nothing';
   }
 
   get fallbackEvents(): FallbackEvents {
@@ -113,12 +146,28 @@ export class ModelCall {
     );
   }
 
-  /** Meters, observes and logs the finished request: exactly once, whichever way it ended. */
-  finish(result: CallOutcome): void {
-    if (this.finished) return;
+  /**
+   * What a call is charged: the reported usage, else its whole reservation (counted by why), or
+   * nothing. A reservation is a bound of what the upstream may charge (src/quota/request-charge.ts).
+   */
+  private chargedTokens(usage: Metered): TokenUsage {
+    if (!this.options.metersTokens || usage === 'nothing') return NOTHING;
+    if (typeof usage === 'object') return usage;
+    this.ctx.metrics.modelTraffic.chargedAsReserved.inc({ gen_ai_request_model: this.model.id, reason: AS_RESERVED[usage] });
+    const charge = this.request.charge;
+    if (!charge) return NOTHING;
+    return { prompt_tokens: charge.promptTokens, completion_tokens: charge.tokens - charge.promptTokens };
+  }
+
+  /** Meters, observes and logs the finished request: exactly once, whichever way it ended. Returns the tokens charged. */
+  finish(outcome: CallOutcome): TokenUsage {
+    if (this.finished) return NOTHING;
     this.finished = true;
-    if (!this.options.metersTokens) result = { ...result, promptTokens: 0, completionTokens: 0 };
-    const cost = costOf(result.attempt?.target.pricing, result.promptTokens, result.completionTokens);
+    const charged = this.chargedTokens(outcome.usage);
+    const result = { ...outcome, promptTokens: charged.prompt_tokens, completionTokens: charged.completion_tokens };
+    // A reservation is costed at the model's price; reported usage at the target's that served it.
+    const pricing = typeof outcome.usage === 'object' ? result.attempt?.target.pricing : (this.request.charge?.pricing ?? result.attempt?.target.pricing);
+    const cost = costOf(pricing, result.promptTokens, result.completionTokens);
     this.request.reservation?.settle(result.promptTokens, result.completionTokens, cost);
     const { ctx, model } = this;
     ctx.usage.record({
@@ -162,5 +211,6 @@ export class ModelCall {
       },
       `${this.operation.name} finished`,
     );
+    return charged;
   }
 }

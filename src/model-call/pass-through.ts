@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ModelCallContext } from './model-call-context.js';
 import type { Target } from './model-registry.js';
-import { estimatePromptTokens, tokenOperationOf } from '../core/operations.js';
+import { tokenOperationOf } from '../core/operations.js';
 import { modelCallFactsOf } from './route-facts.js';
 import { upstreamBody } from './upstream-body.js';
 import type { Attempt } from './upstream-call.js';
@@ -43,7 +43,6 @@ export async function proxyModelRequest(
   const body = request.body as ModelRequestBody;
   const model = ctx.models.serving(body.model, operation.endpoint);
   const call = new ModelCall(ctx, request, reply, projectId, model, operation, operation.streams && body.stream === true);
-  const estimate = () => estimatePromptTokens(operation, body);
   return call.run(async () => {
     const sent = await call.send(
       (upstreamModel) => upstreamBody(body, upstreamModel, { askStreamUsage: operation.asksStreamUsage }),
@@ -52,11 +51,10 @@ export async function proxyModelRequest(
     const targetIndex = hooks.targets ? hooks.targets.indexOf(sent.attempt) : sent.attempt.index;
     const { onReply, onEvent } = hooks;
     if (!call.stream) {
-      return relayJson(call, sent, { estimatePromptTokens: estimate, onReply: onReply && ((bytes) => onReply(bytes, targetIndex)) });
+      return relayJson(call, sent, { onReply: onReply && ((bytes) => onReply(bytes, targetIndex)) });
     }
     return relayStream(call, sent, {
       hideUsage: operation.asksStreamUsage && body.stream_options?.include_usage !== true,
-      estimatePromptTokens: estimate,
       onEvent: onEvent && ((event) => onEvent(event, targetIndex)),
     });
   });

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { ModelWork } from '../core/operations.js';
+import type { ModelCallContext } from './model-call-context.js';
 
 /**
  * What a route that calls an upstream declares about itself, in its own options
@@ -10,6 +11,11 @@ export interface ModelCallFacts {
   /** 'model': creates model work (the model policy); 'stored': reads or changes what an upstream keeps (the management limit). */
   traffic: 'model' | 'stored';
   work: ModelWork;
+  /**
+   * The tokens of the stored history the upstream reads with this request (a conversation it
+   * continues, a previous response): part of the reservation, read before admission.
+   */
+  historyTokens?: (ctx: ModelCallContext, projectId: string, body: unknown) => Promise<number>;
 }
 
 declare module 'fastify' {

@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { COLON, QUOTE } from '../core/json-codes.js';
 import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from '../core/json-bytes.js';
-import { tokensOf, type Operation, type TokenUsage } from '../core/operations.js';
+import { tokensOf, type Operation, type ReportedUsage } from '../core/operations.js';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -163,7 +163,8 @@ function emptyChoice(choice: unknown): boolean {
  * the relaying does. The upstream is paused while the client reads slower than it writes.
  */
 export class SseRelay {
-  usage: TokenUsage | null = null;
+  /** The usage object of the stream, as read (tokensOf); null until one arrives. */
+  usage: ReportedUsage | null = null;
   outputEvents = 0;
   /** The stream's terminal event passed (`[DONE]`, `response.completed`, …). */
   completed = false;
@@ -371,7 +372,7 @@ export class SseRelay {
       const data = range !== null && hideUsage ? parseEventData(event) : null;
       const usage = data !== null && isObject(data.usage) ? data.usage : objectAt(event, range);
       if (usage) {
-        this.usage = tokensOf(usage);
+        this.usage = tokensOf(usage, operation.outputLimitField !== null);
         if (hideUsage) {
           const hidden = data === null ? event : withoutUsage(data);
           if (hidden === null) return null;

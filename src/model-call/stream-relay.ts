@@ -4,7 +4,7 @@ import { SseRelay } from './sse-relay.js';
 import type { Attempt } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { mapUpstreamFailure } from './upstream-errors.js';
-import type { ModelCall } from './model-call.js';
+import type { Metered, ModelCall } from './model-call.js';
 
 /** The last event of a stream the upstream broke off: the OpenAI SDKs raise it as an APIError. */
 const errorEvent = (error: ApiError) => `data: ${JSON.stringify(error.toBody())}\n\n`;
@@ -14,8 +14,6 @@ const EVENT_STREAM = /^text\/event-stream\b/i;
 export interface StreamOptions {
   /** The client did not ask for usage (chat, completions): the usage chunk is not sent, whatever its shape. */
   hideUsage: boolean;
-  /** Prompt tokens when the upstream reports no usage (a stream that ended early). */
-  estimatePromptTokens: () => number;
   /** Sees every event (conversation capture). */
   onEvent?: (event: Buffer) => void;
   /** Runs once when the stream completed in full; returns the bytes it stored. */
@@ -36,10 +34,8 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
   const labels = { gen_ai_request_model: model.id };
   let upstreamFailure: ApiError | null = null;
   let ended = false;
-  const usageOf = () => ({
-    promptTokens: relay.usage?.prompt_tokens ?? options.estimatePromptTokens(),
-    completionTokens: relay.usage?.completion_tokens ?? relay.outputEvents,
-  });
+  // The usage the upstream reported, else why the reservation is charged (src/model-call/model-call.ts).
+  const usageOf = (otherwise: 'missing' | 'client_closed'): Metered => relay.usage ?? otherwise;
 
   const upstream = response.body;
   const breakOff = (failure: ApiError, message: string) => {
@@ -67,7 +63,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
         ended = true;
         const complete = upstreamFailure === null && relay.completed;
         const storageBytes = complete && options.onComplete ? options.onComplete() : 0;
-        call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), ...usageOf(), storageBytes, attempt });
+        call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), usage: usageOf('missing'), storageBytes, attempt });
       },
     },
     reply.raw,
@@ -85,7 +81,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     // The client went away (or the response failed) before the stream ended.
     call.signal.abort();
     upstream.destroy();
-    call.finish({ outcome: 'client_closed', ...usageOf(), storageBytes: 0, attempt });
+    call.finish({ outcome: 'client_closed', usage: usageOf('client_closed'), storageBytes: 0, attempt });
   });
 
   reply.header('content-type', 'text/event-stream; charset=utf-8');

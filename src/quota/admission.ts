@@ -78,6 +78,7 @@ export class Admission implements Settler {
         const decision = await this.options.store.quota.admit(projectId, this.settings, {
           id: this.nextId(),
           tokens: charge.tokens,
+          rateTokens: charge.rateTokens,
           cost: charge.cost,
           day,
           month,
@@ -158,7 +159,7 @@ export class Admission implements Settler {
     const { day, month } = budgetPeriodsAt(this.now());
     const decision = closed
       ? { ...refusedDecision(policy), refusedBy: 'budget_unchecked' as const, retryAfterMs: STORE_RETRY_MS }
-      : await this.fallback.admit(projectId, policy, { id: this.nextId(), tokens: charge.tokens, day, month });
+      : await this.fallback.admit(projectId, policy, { id: this.nextId(), tokens: charge.rateTokens, day, month });
     metrics.decided(projectId, decision.allowed, 'fallback', decision.refusedBy);
     return { ...decision, source: 'fallback' };
   }

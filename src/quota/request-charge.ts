@@ -4,51 +4,95 @@ import { costOf, pricingFrom, type Pricing } from '../core/pricing.js';
 
 /** What a model request is charged at admission, before it has used anything. */
 export interface Charge {
-  /** Prompt estimate + the most output the request may produce. */
+  /** Prompt estimate + the most output the request may produce: what budgets reserve. */
   tokens: number;
+  /** What the token rate reserves: `tokens` with the output capped by the model's reserve_output_tokens_max. */
+  rateTokens: number;
   promptTokens: number;
+  /** The output limit (per choice) to add to the request sent upstream: the client named none; null when it did. */
+  addedOutputLimit: number | null;
+  /** The cost of `tokens` (0 without pricing). */
   cost: number;
   /** The model's price: what the reservation is costed at, and the real usage when no target priced it. */
   pricing: Pricing | null;
 }
 
 const OUTPUT_FIELDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const;
+const CHOICE_FIELDS = ['n', 'best_of'] as const;
+
+const positiveInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+
+/** The largest max field the client named (upstreams differ in which one they honour); undefined when none. */
+export function namedOutputLimit(fields: Record<string, unknown>): number | undefined {
+  let largest: number | undefined;
+  for (const field of OUTPUT_FIELDS) {
+    const value = fields[field];
+    if (positiveInteger(value) && (largest === undefined || value > largest)) largest = value;
+  }
+  return largest;
+}
+
+interface ModelLimits {
+  pricing: Pricing | null;
+  /** The output a request that names no max field may produce (added to what is sent upstream). */
+  maxOutput: number;
+  reserveOutputMax?: number;
+}
 
 /**
- * The reservation of a model request (docs/limits-and-usage.md, "Token rate"): its prompt's estimated tokens plus
- * the output it may produce (`max_tokens` / `max_completion_tokens` / `max_output_tokens`, else the
- * model's `max_output_tokens` capped by `rate_limits.default_max_output_tokens`, else that default).
- *
- * The prompt estimate is 4 characters a token over the prompt fields' strings (measured: about 1 µs
- * for a 100 KB chat body, since string lengths are O(1); a BPE tokenizer, js-tiktoken o200k, took
- * 1.8 ms for 8 KB and 18 ms for 100 KB on the event loop plus 640 ms and 100 MB to load, so it is
- * not used). On English text it over-states by about 20%, which only reserves a little more.
+ * The reservation of a model request (docs/limits-and-usage.md, "Charges that hold"): a bound of
+ * what the upstream may charge for it. Input: the UTF-8 bytes of every field the upstream turns
+ * into tokens, plus a stored history (estimatePromptTokens). Output: the largest max field times
+ * `n` / `best_of`, or the model's `max_output_tokens` (default `rate_limits.default_max_output_tokens`),
+ * which the model call then sends upstream (src/model-call/upstream-body.ts).
  */
 export class RequestCharges {
-  private readonly models = new Map<string, { pricing: Pricing | null; maxOutput?: number }>();
+  private readonly models = new Map<string, ModelLimits>();
   private readonly defaultMaxOutput: number;
 
   constructor(config: GatewayConfig) {
-    for (const model of config.models) this.models.set(model.id, { pricing: pricingFrom(model.pricing), maxOutput: model.max_output_tokens });
     this.defaultMaxOutput = config.rate_limits.default_max_output_tokens;
+    for (const model of config.models) {
+      this.models.set(model.id, {
+        pricing: pricingFrom(model.pricing),
+        maxOutput: model.max_output_tokens ?? this.defaultMaxOutput,
+        reserveOutputMax: model.reserve_output_tokens_max,
+      });
+    }
   }
 
-  /** `work`: what the route declares it creates (its route facts); images, audio and fine-tuning reserve no tokens. */
-  of(work: ModelWork, body: unknown): Charge {
+  /**
+   * `work`: what the route declares it creates (its route facts); images, audio and fine-tuning
+   * reserve no tokens. `historyTokens`: the stored history the upstream reads with it.
+   */
+  of(work: ModelWork, body: unknown, historyTokens = 0): Charge {
     const fields = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
     const model = typeof fields.model === 'string' ? this.models.get(fields.model) : undefined;
+    const pricing = model?.pricing ?? null;
     const operation = tokenOperationOf(work);
-    if (!operation) return { tokens: 0, promptTokens: 0, cost: 0, pricing: model?.pricing ?? null };
-    const promptTokens = estimatePromptTokens(operation, fields);
-    const output = operation.name === 'embeddings' ? 0 : this.outputOf(fields, model?.maxOutput);
-    return { tokens: promptTokens + output, promptTokens, cost: costOf(model?.pricing, promptTokens, output), pricing: model?.pricing ?? null };
+    if (!operation) return { tokens: 0, rateTokens: 0, promptTokens: 0, addedOutputLimit: null, cost: 0, pricing };
+    const promptTokens = estimatePromptTokens(operation, fields, historyTokens);
+    const named = namedOutputLimit(fields);
+    const addedOutputLimit = operation.outputLimitField === null || named !== undefined ? null : (model?.maxOutput ?? this.defaultMaxOutput);
+    const output = operation.outputLimitField === null ? 0 : (named ?? addedOutputLimit!) * choicesOf(fields);
+    const rateOutput = model?.reserveOutputMax === undefined ? output : Math.min(output, model.reserveOutputMax);
+    return {
+      tokens: promptTokens + output,
+      rateTokens: promptTokens + rateOutput,
+      promptTokens,
+      addedOutputLimit,
+      cost: costOf(pricing, promptTokens, output),
+      pricing,
+    };
   }
+}
 
-  private outputOf(fields: Record<string, unknown>, modelMax: number | undefined): number {
-    for (const field of OUTPUT_FIELDS) {
-      const value = fields[field];
-      if (typeof value === 'number' && Number.isInteger(value) && value > 0) return value;
-    }
-    return Math.min(modelMax ?? this.defaultMaxOutput, this.defaultMaxOutput);
+/** How many outputs the request asks for: the larger of `n` and `best_of` (completions generate best_of and return n). */
+function choicesOf(fields: Record<string, unknown>): number {
+  let choices = 1;
+  for (const field of CHOICE_FIELDS) {
+    const value = fields[field];
+    if (positiveInteger(value) && value > choices) choices = value;
   }
+  return choices;
 }

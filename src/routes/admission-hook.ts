@@ -23,7 +23,9 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
   const facts = request.routeOptions.config.modelCall;
   if (facts?.traffic === 'model') {
     model = configuredModelOf(ctx, request.body);
-    const charge = ctx.charges.of(facts.work, request.body);
+    const history = facts.historyTokens ? await facts.historyTokens(ctx, projectId, request.body) : 0;
+    const charge = ctx.charges.of(facts.work, request.body, history);
+    request.charge = charge;
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now());
@@ -69,9 +71,9 @@ function refusal(decision: Admitted, charge: Charge, nowMs: number): ApiError {
     case 'tokens':
       return rateLimitExceeded(
         retry,
-        charge.tokens > policy.tokens_per_minute!
-          ? `Token rate limit: this request may use ${charge.tokens} tokens (prompt estimate + max output), more than the project's tokens_per_minute of ${policy.tokens_per_minute}; lower max_tokens.`
-          : `Token rate limit exceeded: tokens_per_minute ${policy.tokens_per_minute}; this request may use ${charge.tokens} tokens (prompt estimate + max output) and ${decision.tokensRemaining} are left in the window.`,
+        charge.rateTokens > policy.tokens_per_minute!
+          ? `Token rate limit: this request may use ${charge.rateTokens} tokens (prompt estimate + max output), more than the project's tokens_per_minute of ${policy.tokens_per_minute}; lower max_tokens.`
+          : `Token rate limit exceeded: tokens_per_minute ${policy.tokens_per_minute}; this request may use ${charge.rateTokens} tokens (prompt estimate + max output) and ${decision.tokensRemaining} are left in the window.`,
       );
     case 'concurrency':
       return concurrencyLimitExceeded(

@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Admission } from '../quota/admission.js';
 import type { ManagementLimit } from '../quota/management-limit.js';
 import type { QuotaReservation } from '../quota/quota-reservation.js';
-import type { RequestCharges } from '../quota/request-charge.js';
+import type { Charge, RequestCharges } from '../quota/request-charge.js';
 import type { UsageMeter } from '../quota/usage-meter.js';
 import type { KeyPrincipal, Store } from '../store/types.js';
 import type { ModelCallContext } from '../model-call/model-call-context.js';
@@ -41,5 +41,7 @@ declare module 'fastify' {
     principal: KeyPrincipal | null;
     /** What an admitted model request holds of its project's quota, until settled. */
     reservation: QuotaReservation | null;
+    /** What an admitted model request was charged at admission: what it is charged when its usage cannot be (src/model-call/model-call.ts). */
+    charge: Charge | null;
   }
 }

@@ -18,6 +18,7 @@ import { responseRoutes } from './model-traffic/responses.js';
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
   app.decorateRequest('principal', null);
   app.decorateRequest('reservation', null);
+  app.decorateRequest('charge', null);
   // preValidation: authentication and admission come before input validation, so a
   // malformed request of a valid key is rate limited and carries the rate-limit headers.
   app.addHook('preValidation', async (request, reply) => {

@@ -20,8 +20,10 @@ export interface AdmissionSettings {
 
 /** What one model request asks of the policy. */
 export interface AdmissionRequest {
-  /** Tokens reserved: prompt estimate + the most output the request may produce. */
+  /** Tokens reserved on the budgets: prompt estimate + the most output the request may produce. */
   tokens: number;
+  /** Tokens reserved on the token rate: `tokens`, or less with a per-model output cap (reserve_output_tokens_max). */
+  rateTokens: number;
   /** The reserved tokens' cost (0 without pricing). */
   cost: number;
   /** Unique per request: the window log member and the concurrency lease id. */

@@ -58,7 +58,7 @@ describe.each(['redis', 'cluster'] as const)('rate limit accuracy across two rep
     const end = Date.now() + 2800;
     while (Date.now() < end) {
       const decisions = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => stores[i % 2]!.quota.admit(project.projectId, settings, { id: `s${++id}`, tokens: 0, cost: 0, day, month })),
+        Array.from({ length: 8 }, (_, i) => stores[i % 2]!.quota.admit(project.projectId, settings, { id: `s${++id}`, tokens: 0, rateTokens: 0, cost: 0, day, month })),
       );
       const at = Date.now();
       for (const decision of decisions) if (decision.allowed) times.push(at);

@@ -58,8 +58,8 @@ describe('quota fallback while Redis is unreachable', () => {
     const tokens = await projectWith({ tokens_per_minute: 100 });
     const slots = await projectWith({ max_concurrent_requests: 4 });
     await redis.stop();
-    // 50 tokens on this replica: two reservations of 22 (2 estimated + 20) fit, a third does not.
-    const byTokens = await Promise.all([slow(tokens, 20), slow(tokens, 20), slow(tokens, 20)]);
+    // 50 tokens on this replica: two reservations of 22 (the prompt's 17 bytes + 5) fit, a third does not.
+    const byTokens = await Promise.all([slow(tokens, 5), slow(tokens, 5), slow(tokens, 5)]);
     expect(byTokens.map((response) => response.statusCode).sort()).toEqual([200, 200, 429]);
     const refusedTokens = byTokens.find((response) => response.statusCode === 429)!;
     expect(errorOf(refusedTokens)).toMatchObject({ code: 'rate_limit_exceeded' });

@@ -48,17 +48,17 @@ describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
     const response = await hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
     expect(response.statusCode).toBe(200);
     expect(response.headers['x-ratelimit-limit-tokens']).toBe('1000');
-    // 2 (prompt estimate) + 10 reserved at admission, as the headers show it.
-    expect(response.headers['x-ratelimit-remaining-tokens']).toBe('988');
+    // 17 (the prompt's bytes of keys and strings) + 10 reserved at admission, as the headers show it.
+    expect(response.headers['x-ratelimit-remaining-tokens']).toBe('973');
     expect(response.headers['x-ratelimit-reset-tokens']).toMatch(/^(\d+ms|\d+(\.\d+)?s|\d+m\d+(\.\d+)?s)$/);
     expect(response.headers['ratelimit-policy']).toBe('"requests";q=600;w=60, "burst";q=100;w=600, "tokens";q=1000;w=60, "concurrency";q=3');
-    expect(response.headers.ratelimit).toMatch(/^"requests";r=599;t=\d+, "burst";r=100;t=0, "tokens";r=988;t=\d+, "concurrency";r=2$/);
+    expect(response.headers.ratelimit).toMatch(/^"requests";r=599;t=\d+, "burst";r=100;t=0, "tokens";r=973;t=\d+, "concurrency";r=2$/);
     const metrics = async () => {
       const text = await t.ctx.metrics.registry.metrics();
       const value = (name: string) => Number(text.split('\n').find((line) => line.startsWith(`${name}{project_id="${project.projectId}"}`))?.split(' ').at(-1) ?? NaN);
       return { reserved: value('nova_quota_tokens_reserved_total'), settled: value('nova_quota_tokens_settled_total'), inFlight: value('nova_quota_requests_in_flight') };
     };
-    await expect.poll(metrics).toEqual({ reserved: 12, settled: 2, inFlight: 0 });
+    await expect.poll(metrics).toEqual({ reserved: 27, settled: 2, inFlight: 0 });
     // Without a token rate or a cap: no token headers, no extra IETF entries.
     const plain = await hit(t.app, await projectWith({ burst_limit: 5 }));
     expect(plain.headers['x-ratelimit-limit-tokens']).toBeUndefined();
@@ -84,29 +84,50 @@ describe.each(STORE_KINDS)('model limits through the routes (%s)', (kind) => {
     const tooLarge = errorOf(await chat(101));
     expect(tooLarge).toMatchObject({ status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded' });
     expect(tooLarge.message).toContain('tokens_per_minute');
-    // Reserved: 2 (prompt estimate) + 90; settled: the echo's 2 tokens (one word in, one out).
-    expect((await chat(90)).statusCode).toBe(200);
+    // Reserved: 17 (prompt bytes) + 80; settled: the echo's 2 tokens (one word in, one out).
+    expect((await chat(80)).statusCode).toBe(200);
     const admission = t.ctx.admission;
     await expect
       .poll(async () => {
-        const decision = await t.store.quota.admit(project.projectId, admission.settings, { id: `probe${Math.random()}`, tokens: 0, cost: 0, day: '2000-01-01', month: '2000-01' });
+        const decision = await t.store.quota.admit(project.projectId, admission.settings, { id: `probe${Math.random()}`, tokens: 0, rateTokens: 0, cost: 0, day: '2000-01-01', month: '2000-01' });
         return decision.tokensRemaining;
       })
       .toBe(98);
-    const refused = errorOf(await chat(97));
+    // 98 left: 17 + 82 does not fit, 17 + 81 does.
+    const refused = errorOf(await chat(82));
     expect(refused.message).toContain('Token rate limit exceeded');
-    expect((await chat(96)).statusCode).toBe(200);
+    expect((await chat(81)).statusCode).toBe(200);
   });
 
-  it('settles usage an upstream reports out of range as the usage record takes it (0), and the limits hold', async () => {
+  it('reserves the stored history a chat continues, by its stored bytes', async () => {
+    const project = await projectWith({ tokens_per_minute: 1_000_000 });
+    const long = 'word '.repeat(4000);
+    const first = await hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: long }], max_tokens: 10, store: true });
+    expect(first.statusCode).toBe(200);
+    const conversationId = first.json().conversation_id as string;
+    await expect.poll(async () => (await t.store.conversations.get(project.projectId, conversationId))?.bytes ?? 0).toBeGreaterThan(40_000);
+    const held = (await t.store.conversations.get(project.projectId, conversationId))!.bytes;
+    // The first request settled at its real usage before the next is admitted.
+    const used = (first.json() as { usage: { total_tokens: number } }).usage.total_tokens;
+    const probe = { id: `probe${Math.random()}`, tokens: 0, rateTokens: 0, cost: 0, day: '2000-01-01', month: '2000-01' };
+    await expect.poll(async () => (await t.store.quota.admit(project.projectId, t.ctx.admission.settings, { ...probe, id: `probe${Math.random()}` })).tokensRemaining).toBe(1_000_000 - used);
+    const next = await hit(t.app, project, { model: 'echo-1', conversation_id: conversationId, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+    expect(next.statusCode).toBe(200);
+    // Its own 27 (17 prompt bytes + 10) and the history's stored bytes.
+    expect(Number(next.headers['x-ratelimit-remaining-tokens'])).toBe(1_000_000 - used - 27 - held);
+  });
+
+  it('charges the whole reservation for usage an upstream reports that is not a whole number in range, and counts it', async () => {
     for (const model of ['unreadable-1', 'huge-1']) {
       const project = await projectWith({ tokens_per_minute: 1000, daily_tokens: 100_000, max_concurrent_requests: 1 });
       const odd = await hit(t.app, project, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
       expect(odd.statusCode, `${model} ${odd.body}`).toBe(200);
-      // Settled as 0 prompt and 2 completion tokens: the next request sees 1000 - 2 - its own 12 reserved.
+      // Settled as its reservation, 17 + 10: the next request sees 1000 - 27 - its own 27 reserved.
       const next = await hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
       expect(next.statusCode, model).toBe(200);
-      expect(next.headers['x-ratelimit-remaining-tokens'], model).toBe('986');
+      expect(next.headers['x-ratelimit-remaining-tokens'], model).toBe('946');
+      const counted = await t.ctx.metrics.registry.getSingleMetricAsString('nova_charged_as_reserved_total');
+      expect(counted).toContain(`nova_charged_as_reserved_total{gen_ai_request_model="${model}",reason="usage_invalid"} 1`);
     }
   });
 

@@ -81,14 +81,14 @@ describe.each(QUOTA_STORE_KINDS)('quota and usage contract (%s)', (kind: QuotaSt
     // Replica b's clock is a day ahead of a's: a's request is charged to b's (newer) day.
     const { apps } = await gateway({}, 2, [Date.now, () => Date.now() + 86_400_000]);
     const [a, b] = apps as [TestApp, TestApp];
-    const project = await createProject(a.app, { name: 'p', daily_tokens: 30 });
+    const project = await createProject(a.app, { name: 'p', daily_tokens: 45 });
     const chat = (t: TestApp) => hit(t.app, project, { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
-    // Each reserves 22 (2 prompt estimate + 20) and uses 2 (the echo's one word in, one out).
+    // Each reserves 37 (the prompt's 17 bytes + 20) and uses 2 (the echo's one word in, one out).
     expect((await chat(b)).statusCode).toBe(200);
     await sleep(100);
     expect((await chat(a)).statusCode).toBe(200);
     await sleep(100);
-    // 2 + 2 used of 30: another 22 fit. Had a's settlement missed the day it was charged to, 24 would stand.
+    // 2 + 2 used of 45: another 37 fit. Had a's settlement missed the day it was charged to, 39 would stand.
     expect((await chat(b)).statusCode).toBe(200);
   });
 

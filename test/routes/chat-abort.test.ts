@@ -91,13 +91,14 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     await decided;
     await sleep(50);
     expect(upstream.requests.length).toBe(before);
-    // The slot is free and nothing stays reserved: the next request is admitted with the whole token rate left but its own 12.
+    // The slot is free and nothing stays reserved: the next request is admitted with the whole token rate left
+    // but its own 27 (its prompt's 17 bytes of keys and strings, and max_tokens 10).
     const next = await test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: own.auth, payload: { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 } });
     expect(next.statusCode).toBe(200);
-    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('988');
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('973');
   });
 
-  it('a client that aborts mid-stream closes the upstream request; the delivered tokens are counted exactly once', async () => {
+  it('a client that aborts mid-stream closes the upstream request and is charged its whole reservation, once', async () => {
     const controller = new AbortController();
     const response = await postChat(base, project, 'req-abort-stream', { model: 'trickle-1', messages: [{ role: 'user', content: 'Tell me a long story' }], stream: true }, controller.signal);
     expect(response.status).toBe(200);
@@ -113,13 +114,15 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     await sleep(100);
     const records = usage.of('req-abort-stream');
     expect(records).toHaveLength(1);
-    expect(records[0]).toMatchObject({ model: 'trickle-1', completionTokens: 3, storageBytesDelta: 0 });
-    expect(records[0]!.promptTokens).toBeGreaterThan(0);
+    // The usage chunk never came: the prompt's bytes (35) and the default output bound (4096), not the 3 tokens seen.
+    expect(records[0]).toMatchObject({ model: 'trickle-1', promptTokens: 35, completionTokens: 4096, storageBytesDelta: 0 });
+    const charged = await test.ctx.metrics.registry.getSingleMetricAsString('nova_charged_as_reserved_total');
+    expect(charged).toMatch(/nova_charged_as_reserved_total\{gen_ai_request_model="trickle-1",reason="client_closed"\} 1/);
     const active = await test.ctx.metrics.registry.getSingleMetricAsString('nova_chat_streams_active');
     expect(active).toMatch(/nova_chat_streams_active 0/);
   });
 
-  it('a client that gives up on a non-streaming request cancels the upstream request', async () => {
+  it('a client that gives up on a non-streaming request cancels the upstream request and is charged its reservation', async () => {
     const controller = new AbortController();
     const pending = postChat(base, project, 'req-abort-json', { model: 'hangs-1', messages: [{ role: 'user', content: 'x' }] }, controller.signal).catch((error: unknown) => error);
     await upstream.waitFor(() => upstream.requestsOf('hangs').length === 1);
@@ -127,17 +130,17 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     await pending;
     await upstream.waitFor(() => upstream.requestsOf('hangs')[0]!.aborted);
     await until(() => usage.of('req-abort-json').length > 0);
-    expect(usage.of('req-abort-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+    expect(usage.of('req-abort-json')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096 })]);
   });
 
-  it('an upstream that breaks off mid-stream ends the stream with an error event; delivered tokens are counted, nothing stored', async () => {
+  it('an upstream that breaks off mid-stream ends the stream with an error event; the reservation is charged, nothing stored', async () => {
     const res = await chat(test.app, project.auth, { model: 'breaks-1', messages: [{ role: 'user', content: 'x' }], stream: true }, {
       'x-request-id': 'req-breaks',
     });
     expect(res.statusCode).toBe(200);
     const data = sseData(res.body);
     expect(JSON.parse(data.at(-1)!)).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_unavailable' } });
-    expect(usage.of('req-breaks')).toEqual([expect.objectContaining({ completionTokens: 2, storageBytesDelta: 0 })]);
+    expect(usage.of('req-breaks')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096, storageBytesDelta: 0 })]);
     const conversation = await test.app.inject({ url: `/v1/conversations/${res.headers['x-conversation-id']}`, headers: project.auth });
     expect(conversation.statusCode).toBe(404);
   });
@@ -179,15 +182,15 @@ describe('replies that break off or stall mid-body, and a stream the client read
     await upstream.close();
   });
 
-  it('answers 502 (upstream_error: a reply it cannot read, not an unreachable backend) when the reply is cut off after its headers, and meters nothing', async () => {
+  it('answers 502 (upstream_error: a reply it cannot read, not an unreachable backend) when the reply is cut off after its headers, and charges the reservation', async () => {
     const response = await postChat(base, project, 'req-cut-json', { model: 'cut-1', messages: [{ role: 'user', content: 'x' }] });
     expect(response.status).toBe(502);
     expect(((await response.json()) as { error: { type: string; code: string } }).error).toMatchObject({ type: 'upstream_error', code: 'upstream_error' });
     await until(() => usage.of('req-cut-json').length > 0);
-    expect(usage.of('req-cut-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+    expect(usage.of('req-cut-json')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096 })]);
   });
 
-  it('a client that gives up while the reply is arriving cancels the upstream request', async () => {
+  it('a client that gives up while the reply is arriving cancels the upstream request and is charged its reservation', async () => {
     const controller = new AbortController();
     const pending = postChat(base, project, 'req-stall-json', { model: 'stall-1', messages: [{ role: 'user', content: 'x' }] }, controller.signal).catch((error: unknown) => error);
     await until(() => test.ctx.lifecycle.inFlight > 0);
@@ -197,7 +200,7 @@ describe('replies that break off or stall mid-body, and a stream the client read
     await pending;
     await until(() => closed().some((url) => url.startsWith('/stall')));
     await until(() => usage.of('req-stall-json').length > 0);
-    expect(usage.of('req-stall-json')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+    expect(usage.of('req-stall-json')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096 })]);
   });
 
   it('passes a client that reads slowly the upstream\'s pace: the upstream waits, nothing piles up, every event arrives in order', async () => {

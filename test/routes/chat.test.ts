@@ -76,7 +76,8 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
     expect(sent!.path).toBe('/default/v1/chat/completions');
     expect(sent!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
     expect(sent!.headers['x-request-id']).toBe('req-chat-1');
-    expect(sent!.body).toEqual({ model: 'fake/model-1', messages: [user('Hi')], temperature: 0.2, vendor_extension: { a: 1 } });
+    // max_tokens: the model's max_output_tokens, added because the request named no output bound.
+    expect(sent!.body).toEqual({ model: 'fake/model-1', messages: [user('Hi')], temperature: 0.2, vendor_extension: { a: 1 }, max_tokens: 4096 });
     expect(usage.of('req-chat-1')).toEqual([
       expect.objectContaining({ projectId: project.projectId, model: 'fake-1', promptTokens: 7, completionTokens: 5 }),
     ]);
@@ -147,7 +148,6 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
 
   it.each([
     ['down-1', 503, 'upstream_unavailable'],
-    ['slow-1', 504, 'upstream_timeout'],
     ['broken-1', 502, 'upstream_error'],
     ['badkey-1', 502, 'upstream_error'],
   ])('maps a failing upstream of %s to %i %s (both modes), metering nothing', async (model, status, code) => {
@@ -157,6 +157,17 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
       expect(res.body).not.toContain(UPSTREAM_KEY);
       expect(usage.of(`req-${model}-${stream}`)).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
     }
+  });
+
+  it('charges the whole reservation when the upstream timed out after it had the request (it may have worked on it)', async () => {
+    for (const stream of [false, true]) {
+      const res = await chat(test.app, project.auth, { model: 'slow-1', messages: [user('x')], stream }, { 'x-request-id': `req-slow-1-${stream}` });
+      expect(errorOf(res)).toMatchObject({ status: 504, type: 'upstream_error', code: 'upstream_timeout' });
+      // The prompt's bytes (keys and strings: role user content x = 16) and the default output bound, 4096.
+      expect(usage.of(`req-slow-1-${stream}`)).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096 })]);
+    }
+    const counted = await test.ctx.metrics.registry.getSingleMetricAsString('nova_charged_as_reserved_total');
+    expect(counted).toMatch(/nova_charged_as_reserved_total\{gen_ai_request_model="slow-1",reason="usage_missing"\} 2/);
   });
 
   it('keeps an upstream 4xx with its message, and an upstream 429 as 429 with Retry-After', async () => {

@@ -46,14 +46,15 @@ describe.each(STORE_KINDS)('completions, embeddings and responses routes (%s sto
     expect(upstream.requests).toHaveLength(0);
   });
 
-  it('passes every other field through as written, and answers in the upstream\'s own shape with the public model', async () => {
+  it('passes every other field through as written (adding the output bound it names none of), and answers in the upstream\'s own shape with the public model', async () => {
     const payload = { model: 'all-1', prompt: ['a', 'b'], suffix: 'z', logit_bias: { '50256': -100 }, vendor: { deep: [1, { x: null }] } };
     const res = await post('/v1/completions', payload, { 'x-request-id': `req-passthrough-${kind}` });
     expect(res.statusCode).toBe(200);
     const body = res.json();
     expect(body).toMatchObject({ object: 'text_completion', model: 'all-1', choices: [{ text: ' and so on.' }] });
     expect(body).not.toHaveProperty('status');
-    expect(upstream.requests[0]!.body).toEqual({ ...payload, model: 'backend/all' });
+    // No max field named: the model's bound (here the default, 4096) is what the upstream may produce.
+    expect(upstream.requests[0]!.body).toEqual({ ...payload, model: 'backend/all', max_tokens: 4096 });
     expect(usage.of(`req-passthrough-${kind}`)).toEqual([expect.objectContaining({ model: 'all-1', promptTokens: 9, completionTokens: 3 })]);
   });
 

@@ -44,7 +44,7 @@ describe.each(QUOTA_STORE_KINDS)('limiter contract (%s)', (kind) => {
   const settings = (overrides: Partial<AdmissionSettings> = {}): AdmissionSettings => ({ ...t.ctx.admission.settings, ...overrides });
   const ask = (tokens: number, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => {
     const { day, month } = budgetPeriodsAt(Date.now());
-    return { id: `r${kind}${++sequence}`, tokens, cost: 0, day, month, ...extra };
+    return { id: `r${kind}${++sequence}`, tokens, rateTokens: tokens, cost: 0, day, month, ...extra };
   };
 
   it('reserves tokens at admission, refuses what would exceed tokens_per_minute, and settles to the real usage', async () => {
@@ -71,6 +71,23 @@ describe.each(QUOTA_STORE_KINDS)('limiter contract (%s)', (kind) => {
     // A request larger than the whole rate can never fit: refused with the window as retry.
     const huge = await store.quota.admit(id, s, ask(101));
     expect(huge).toMatchObject({ allowed: false, refusedBy: 'tokens', retryAfterMs: s.windowMs });
+  });
+
+  it('charges the token rate its capped share (rateTokens) and the budgets the whole reservation, and settles both to the real usage', async () => {
+    const id = await project({ requests_per_minute: 1000, burst_limit: 0, tokens_per_minute: 100, daily_tokens: 1000 });
+    const s = settings();
+    // An agent's turn: 300 tokens may be produced, the token rate reserves 40 of them.
+    const first = await store.quota.admit(id, s, ask(300, { rateTokens: 40 }));
+    expect(first).toMatchObject({ allowed: true, tokensRemaining: 60, reservation: { rateTokens: 40, dayTokens: 300 } });
+    // The budget holds the whole bound: 700 left, so a second whole bound of 800 does not fit it...
+    expect(await store.quota.admit(id, s, ask(800, { rateTokens: 40 }))).toMatchObject({ allowed: false, refusedBy: 'daily_tokens' });
+    // ...while the token rate refuses on its own share.
+    expect(await store.quota.admit(id, s, ask(300, { rateTokens: 61 }))).toMatchObject({ allowed: false, refusedBy: 'tokens', tokensRemaining: 60 });
+    // The real usage, 250, replaces both: the token rate is over by the excess over its share (210),
+    // and the budget has exactly 750 left (budgets are checked first).
+    await store.quota.settle(id, s, first.reservation!, { tokens: 250, cost: 0 });
+    expect(await store.quota.admit(id, s, ask(751, { rateTokens: 0 }))).toMatchObject({ allowed: false, refusedBy: 'daily_tokens' });
+    expect(await store.quota.admit(id, s, ask(750, { rateTokens: 0 }))).toMatchObject({ allowed: false, refusedBy: 'tokens', tokensRemaining: 0 });
   });
 
   it('holds max_concurrent_requests as leases: released on settle, expired without renewal, kept alive by renewal', async () => {

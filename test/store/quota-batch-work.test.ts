@@ -30,7 +30,7 @@ describe('quota batch script work on Redis', () => {
     defaults: { requests_per_minute: 60, burst_limit: 0, tokens_per_minute: null, max_concurrent_requests: null, daily_tokens: null, monthly_tokens: null, monthly_cost: null },
   };
   let sequence = 0;
-  const ask = (): AdmissionRequest => ({ id: `w${++sequence}`, tokens: 40, cost: 0.001, ...budgetPeriodsAt(Date.now()) });
+  const ask = (): AdmissionRequest => ({ id: `w${++sequence}`, tokens: 40, rateTokens: 40, cost: 0.001, ...budgetPeriodsAt(Date.now()) });
 
   beforeAll(async () => {
     redis = await RedisProcess.start();

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../app-context.js';
 import { ErrorResponse, errorResponses } from '../../http/schemas.js';
-import { OPERATIONS, estimatePromptTokens } from '../../core/operations.js';
+import { OPERATIONS } from '../../core/operations.js';
 import { upstreamBody } from '../../model-call/upstream-body.js';
-import { planConversation, storeExchange } from '../../model-call/chat-conversation.js';
+import { conversationHistoryTokens, planConversation, storeExchange } from '../../model-call/chat-conversation.js';
 import { ChatTranscript } from '../../model-call/chat-transcript.js';
 import { completeJson } from '../../model-call/chat-json-reply.js';
 import { ChatBodySchema, ChatCompletion, type ChatBody } from '../../model-call/chat-schema.js';
@@ -19,7 +19,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
   app.post(
     '/v1/chat/completions',
     {
-      config: { modelCall: { traffic: 'model', work: 'chat' } },
+      config: { modelCall: { traffic: 'model', work: 'chat', historyTokens: conversationHistoryTokens } },
       schema: {
         summary: 'Create a chat completion (stream: true for server-sent events)',
         body: ChatBodySchema,
@@ -32,16 +32,14 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
       const model = ctx.models.serving(body.model, 'chat');
       const plan = await planConversation(ctx, principal.projectId, body, request, reply);
       const call = new ModelCall(ctx, request, reply, principal.projectId, model, chat, body.stream === true);
-      const estimate = () => estimatePromptTokens(chat, body, plan.history);
       return call.run(async () => {
         const sent = await call.send((upstreamModel) =>
           upstreamBody(body, upstreamModel, { drop: GATEWAY_FIELDS, history: plan.history, askStreamUsage: true }),
         );
-        if (!call.stream) return completeJson(call, sent, body, plan, estimate);
+        if (!call.stream) return completeJson(call, sent, body, plan);
         const transcript = plan.store && plan.id !== null ? new ChatTranscript() : null;
         return relayStream(call, sent, {
           hideUsage: body.stream_options?.include_usage !== true,
-          estimatePromptTokens: estimate,
           onEvent: transcript?.onEvent,
           onComplete: () =>
             transcript ? storeExchange(ctx, request.log, principal.projectId, plan, model.id, body.messages, transcript.message()) : 0,

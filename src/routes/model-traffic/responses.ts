@@ -19,7 +19,7 @@ import { principalOf } from '../principal-of-request.js';
 import { upstreamBody } from '../../model-call/upstream-body.js';
 import type { Target } from '../../model-call/model-registry.js';
 import { BackgroundResponses, type BackgroundCall } from '../../model-call/background-response.js';
-import { recordResponseHistory, responseUsageOf } from '../../model-call/response-history.js';
+import { recordResponseHistory, responseHistoryTokens, responseUsageOf } from '../../model-call/response-history.js';
 
 const VALID_ID = new RegExp(UPSTREAM_ID_PATTERN);
 const ID_KEY = ByteToken.quoted('id');
@@ -78,7 +78,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
       target,
       targetIndex,
       reservation: request.reservation,
-      charge: request.reservation?.charge ?? ctx.charges.of('responses', body),
+      charge: request.charge ?? ctx.charges.of('responses', body),
       log: request.log,
     });
     let taken = false;
@@ -90,8 +90,6 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
         );
         const targetIndex = pinned ? pinned.index : sent.attempt.index;
         const relay = {
-          // Nothing to estimate: the follow-up meters the request.
-          estimatePromptTokens: () => 0,
           onReply: async (bytes: Buffer) => {
             // The owner first (a reply that already ended records its tokens on it); the charge is taken over even when the store fails.
             try {
@@ -114,7 +112,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
   app.post(
     '/v1/responses',
     {
-      config: { modelCall: { traffic: 'model', work: 'responses' } },
+      config: { modelCall: { traffic: 'model', work: 'responses', historyTokens: responseHistoryTokens } },
       schema: {
         summary: 'Create a model response (stream: true for server-sent events with event: lines)',
         body: modelRequestSchema({
@@ -197,8 +195,8 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
           }
           if (method === 'DELETE') await ctx.store.responses.release(projectId, responseId);
           const sent = { response, attempt };
-          if (streamed) return relayStream(call, sent, { hideUsage: false, estimatePromptTokens: () => 0 });
-          return relayJson(call, sent, { estimatePromptTokens: () => 0 });
+          if (streamed) return relayStream(call, sent, { hideUsage: false });
+          return relayJson(call, sent);
         });
       },
     });

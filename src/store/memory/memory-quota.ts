@@ -46,7 +46,7 @@ export class MemoryQuotaStore implements QuotaStore {
     const policy = this.policyOf(projectId) ?? settings.defaults;
     const { requests_per_minute: rpm, burst_limit: burst, tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
     const { daily_tokens: daily, monthly_tokens: monthly, monthly_cost: monthlyCost } = policy;
-    const { tokens: est, cost } = request;
+    const { tokens: est, rateTokens: rate, cost } = request;
 
     let refused: RefusedBy | null = null;
     const budgeted = daily !== null || monthly !== null || monthlyCost !== null;
@@ -74,7 +74,7 @@ export class MemoryQuotaStore implements QuotaStore {
     let burstTokens = s.burstTokens === undefined ? burst : Math.min(burst, s.burstTokens + ((now - s.burstAt) * burst) / settings.burstWindowMs);
     const useWindow = used < rpm;
     if (!refused && !useWindow && burstTokens < 1) refused = 'requests';
-    if (!refused && tpm !== null && s.ts + est > tpm) refused = 'tokens';
+    if (!refused && tpm !== null && s.ts + rate > tpm) refused = 'tokens';
     let inFlight = 0;
     if (maxc !== null) {
       for (const [id, expiry] of s.leases) if (expiry <= now) s.leases.delete(id);
@@ -105,8 +105,8 @@ export class MemoryQuotaStore implements QuotaStore {
         s.burstAt = now;
       }
       if (tpm !== null) {
-        w.add('t', est);
-        reservation.rateTokens = est;
+        w.add('t', rate);
+        reservation.rateTokens = rate;
       }
       if (maxc !== null) {
         s.leases.set(request.id, now + settings.leaseTtlMs);
@@ -129,7 +129,7 @@ export class MemoryQuotaStore implements QuotaStore {
       retryAfterMs = log && logMode ? log[used - rpm]! + settings.windowMs - now : w.drain('r', s.rs, rpm - 1);
       if (burst > 0) retryAfterMs = Math.min(retryAfterMs, Math.ceil(((1 - burstTokens) * settings.burstWindowMs) / burst));
     } else if (refused === 'tokens') {
-      retryAfterMs = est > tpm! ? settings.windowMs : w.drain('t', s.ts, tpm! - est);
+      retryAfterMs = rate > tpm! ? settings.windowMs : w.drain('t', s.ts, tpm! - rate);
     } else if (refused === 'concurrency') {
       retryAfterMs = 1000;
     }

@@ -31,7 +31,8 @@
 --     stream. Its budget part is skipped when apply-usage.lua reconciled it from the usage records
 --     already (`f<replica>:<seq>`, left there when it went unanswered); `q<replica>` keeps the
 --     highest run, which tells apply-usage.lua that it ran;
---   admissions: [{id, tokens, cost, day, month}]: what each request asks.
+--   admissions: [{id, tokens, rate, cost, day, month}]: what each request asks (`tokens` of the budgets,
+--     `rate` of the token rate: less when its output part is capped).
 --   lateAfter (optional): Redis's time after which the replica has surely given up waiting (its
 --     command timeout, with the clock difference its replies bound); a batch run later (held in a hung
 --     Redis's socket) admits nothing, as the replica admitted its requests by the fallback meanwhile.
@@ -204,7 +205,7 @@ elseif #Q.admissions > 0 then
   end
 
   for _, asked in ipairs(Q.admissions) do
-    local id, est, cost, day, month = asked.id, asked.tokens, asked.cost, asked.day, asked.month
+    local id, est, rate, cost, day, month = asked.id, asked.tokens, asked.rate, asked.cost, asked.day, asked.month
     local refused = ''
     -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
     local g, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
@@ -227,7 +228,7 @@ elseif #Q.admissions > 0 then
     end
     local useWindow = used < rpm
     if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
-    if refused == '' and tpm and ts + est > tpm then refused = 'tokens' end
+    if refused == '' and tpm and ts + rate > tpm then refused = 'tokens' end
     local inflight = held
     if refused == '' and maxc and inflight >= maxc then refused = 'concurrency' end
 
@@ -245,8 +246,8 @@ elseif #Q.admissions > 0 then
         btok, burstSpent = btok - 1, true
       end
       if tpm then
-        tcur, curChanged = tcur + est, true
-        ts, chargedRate = ts + est, true
+        tcur, curChanged = tcur + rate, true
+        ts, chargedRate = ts + rate, true
       end
       if maxc then
         leased[#leased + 1] = now + leaseTtl
@@ -271,7 +272,7 @@ elseif #Q.admissions > 0 then
       end
       if burst > 0 then retry = math.min(retry, math.ceil((1 - btok) * burstWindow / burst)) end
     elseif refused == 'tokens' then
-      if est > tpm then retry = window else retry = drain('t', ts, tpm - est) end
+      if rate > tpm then retry = window else retry = drain('t', ts, tpm - rate) end
     elseif refused == 'concurrency' then
       retry = 1000
     end

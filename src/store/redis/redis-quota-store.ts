@@ -187,7 +187,7 @@ export class RedisQuotaStore implements QuotaStore {
       settlements,
       fence,
       lateAfter,
-      admissions: admissions.map(({ request: { id, tokens, cost, day, month } }) => ({ id, tokens, cost, day, month })),
+      admissions: admissions.map(({ request: { id, tokens, rateTokens, cost, day, month } }) => ({ id, tokens, rate: rateTokens, cost, day, month })),
     });
     let reply: string;
     try {
@@ -270,7 +270,7 @@ function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, req
     id: request.id,
     slot,
     // What the script charged is the request's own tokens and cost.
-    rateTokens: d.chargedRate ? request.tokens : null,
+    rateTokens: d.chargedRate ? request.rateTokens : null,
     dayTokens: d.chargedDay ? request.tokens : null,
     monthTokens: d.chargedMonth ? request.tokens : null,
     monthCost: d.chargedCost ? request.cost : null,
