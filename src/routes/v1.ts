@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { AppContext } from './app-context.js';
 import { apiKeyRoutes } from './management/api-keys.js';
 import { admitRequest } from './admission-hook.js';
+import { closeIfBodyUnread } from '../auth/unread-body.js';
 import { projectRoutes } from './management/projects.js';
 import { assetRoutes } from './management/assets.js';
 import { audioSpeechRoutes } from './model-traffic/audio-speech.js';
@@ -19,10 +20,19 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   app.decorateRequest('principal', null);
   app.decorateRequest('reservation', null);
   app.decorateRequest('charge', null);
-  // preValidation: authentication and admission come before input validation, so a
-  // malformed request of a valid key is rate limited and carries the rate-limit headers.
+  // onRequest: the key is checked on the headers, before any body byte is read or parsed, so a
+  // client without a valid key costs no body work (README.md, "Operations at a glance").
+  app.addHook('onRequest', async (request, reply) => {
+    try {
+      request.principal = await ctx.authenticator.authenticate(request.headers.authorization, request.ip);
+    } catch (refusal) {
+      closeIfBodyUnread(reply);
+      throw refusal;
+    }
+  });
+  // preValidation: admission needs the parsed body (model, charge) and comes before input
+  // validation, so a malformed request of a valid key is rate limited and carries the headers.
   app.addHook('preValidation', async (request, reply) => {
-    request.principal = await ctx.authenticator.authenticate(request.headers.authorization, request.ip);
     await admitRequest(ctx, request, reply);
   });
   await app.register(apiKeyRoutes, { ctx });

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
 import { isAdminToken } from '../../auth/admin-token.js';
 import { bearerToken } from '../../auth/authenticator.js';
+import { closeIfBodyUnread } from '../../auth/unread-body.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidAdminToken, resourceNotFound } from '../../http/errors.js';
 import { mintId } from '../../core/ids.js';
@@ -22,9 +23,11 @@ const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Typ
 export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToken: string }> = async (app, { ctx, adminToken }) => {
   const { store, now } = ctx;
 
-  app.addHook('onRequest', async (request) => {
+  // onRequest: on the headers, before any body byte is read; a refusal closes a connection whose body is unread.
+  app.addHook('onRequest', async (request, reply) => {
     const { authorization } = request.headers;
     if (isAdminToken(authorization, adminToken)) return;
+    closeIfBodyUnread(reply);
     // Like API keys: a wrong token counts against the address, a missing one does not.
     if (bearerToken(authorization) !== undefined) await ctx.failedAttempts.count(request.ip);
     throw invalidAdminToken();
