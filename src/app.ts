@@ -11,6 +11,7 @@ import { installErrorHandling } from './http/error-handler.js';
 import { shuttingDown } from './http/errors.js';
 import { clientErrorHandler, gatewayServerFactory } from './http/http-server.js';
 import { installJsonParser } from './http/json-body.js';
+import { installSlowReaders } from './http/slow-readers.js';
 import { refuseRepeatedAuthorization } from './http/repeated-headers.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
@@ -133,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   installJsonParser(app, config.server.json_max_depth);
   installErrorHandling(app, config.server.body_limit_bytes);
   installMetricsHooks(app, metrics);
+  installSlowReaders(app, config.server, metrics.replies);
   app.addHook('onError', async (_request, _reply, error) => {
     if (error instanceof StoreUnavailableError) health.failed(error);
   });

@@ -150,6 +150,10 @@ export const GatewayConfigSchema = Type.Object(
           max_connections_per_address: Defaulted(Type.Integer({ minimum: 0, maximum: 1_000_000 }), 1024),
           // The deepest nesting of arrays and objects a JSON body may have.
           json_max_depth: Defaulted(Type.Integer({ minimum: 2, maximum: 1000 }), 64),
+          // A connection with reply bytes pending that takes none for this long is dropped (src/http/slow-readers.ts).
+          write_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 30_000),
+          // Reply bytes the replica holds for clients that have not taken them; over it the slowest readers are dropped.
+          max_buffered_reply_bytes: Defaulted(Type.Integer({ minimum: MiB, maximum: 64 * 1024 * MiB }), 256 * MiB),
         },
         { additionalProperties: false },
       ),

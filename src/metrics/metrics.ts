@@ -5,6 +5,7 @@ import { QuotaMetrics } from './quota-metrics.js';
 import { UsageMetrics } from './usage-metrics.js';
 import { ModelTrafficMetrics } from './model-traffic-metrics.js';
 import { StoreMetrics } from './store-metrics.js';
+import { ReplyMetrics } from './reply-metrics.js';
 
 /** The process's Prometheus registry; instrument groups register on it. */
 export class Metrics {
@@ -15,6 +16,7 @@ export class Metrics {
   readonly usage: UsageMetrics;
   readonly modelTraffic: ModelTrafficMetrics;
   readonly store: StoreMetrics;
+  readonly replies: ReplyMetrics;
   readonly logLinesDropped: Counter;
 
   /** `projectLabel: false` (config metrics.project_label) drops the per-project label everywhere. */
@@ -27,6 +29,7 @@ export class Metrics {
     this.usage = new UsageMetrics(this.registry, projectLabel);
     this.modelTraffic = new ModelTrafficMetrics(this.registry);
     this.store = new StoreMetrics(this.registry);
+    this.replies = new ReplyMetrics(this.registry);
     this.logLinesDropped = new Counter({
       name: 'nova_log_lines_dropped_total',
       help: 'Log lines dropped because the log reader (stdout) fell more than 16 MiB behind or the pipe broke',

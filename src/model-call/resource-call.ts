@@ -6,7 +6,7 @@ import type { RegisteredModel, Target } from './model-registry.js';
 import { readBounded, requestWithFallback, sendToTarget, type TargetRequest } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
-import { ClientGone } from './upstream-errors.js';
+import { ClientGone, replyBrokeOff } from './upstream-errors.js';
 import { modelCallFactsOf } from './route-facts.js';
 
 const JSON_REPLY_LIMIT = 16 * 1024 * 1024;
@@ -66,14 +66,16 @@ export function resourceUsage(reply: Record<string, unknown>, target: Target) {
   return { ...tokens, cost: costOf(target.pricing, tokens.promptTokens ?? 0, tokens.completionTokens ?? 0) };
 }
 
-/** The whole upstream reply as bytes (speech audio, transcripts), bounded. */
+/** The whole upstream reply as bytes (speech audio, transcripts), bounded; one cut short is a 502, as on the chat path (whole-reply.ts). */
 export function readReplyBytes(response: UpstreamResponse, limit = JSON_REPLY_LIMIT): Promise<Buffer> {
-  return readBounded(response.body, limit);
+  return readBounded(response.body, limit).catch((error: unknown) => {
+    throw replyBrokeOff(error);
+  });
 }
 
 /** The upstream's JSON object reply, or a 502 when it is something else. */
 export async function readReplyJson(response: UpstreamResponse): Promise<Record<string, unknown>> {
-  const bytes = await readBounded(response.body, JSON_REPLY_LIMIT);
+  const bytes = await readReplyBytes(response);
   try {
     const parsed: unknown = JSON.parse(bytes.toString('utf8'));
     if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;

@@ -32,6 +32,16 @@ export function mapUpstreamFailure(error: unknown): ApiError {
   return upstreamError('The model backend failed or sent an unreadable reply.');
 }
 
+/**
+ * A reply that fails after its headers: a connection closed or reset before the body's end cut the
+ * reply short, so the gateway has a reply it cannot read (502 `upstream_error`), not an unreachable
+ * backend (503); a timeout stays a 504, and the gateway's own refusal (over a limit) itself.
+ */
+export function replyBrokeOff(error: unknown): ApiError {
+  const mapped = mapUpstreamFailure(error);
+  return mapped.code === 'upstream_unavailable' ? upstreamError('The model backend broke off its reply.') : mapped;
+}
+
 const SAFE_CODE = /^[a-z0-9_]{1,64}$/;
 
 function typeOfStatus(status: number): { type: ErrorType; code: string } {

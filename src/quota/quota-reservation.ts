@@ -17,10 +17,14 @@ export interface FollowedReservation {
 
 /**
  * What one admitted model request holds (token charge, budget charges, concurrency lease), settled
- * exactly once. Its life, one state at a time:
+ * exactly once, and never before its response has been written or its client dropped: a reply a
+ * client does not read still holds memory, so it keeps its concurrency slot (DESIGN.md section 7,
+ * "Bounded before authenticated"). Its life, one state at a time:
  * - `held`: admitted (src/routes/admission-hook.ts); nothing has claimed it yet.
  * - `metering`: a model call claimed it (src/model-call/model-call.ts) and settles it with the
  *   upstream's usage when it finishes.
+ * - `used`: the model call reported its usage while the response was still being written; the
+ *   store is told when the response ends (its lease is released then, not before).
  * - `awaiting_usage`: the response ended while metering; the model call still reports its usage
  *   (an abort is reported right after it); if it never does, the charge stands as reserved.
  * - `followed`: a follower (src/model-call/background-response.ts) owns it past the response's
@@ -30,7 +34,9 @@ export interface FollowedReservation {
  *   is settled as nothing used (no model call ran: a refused body, a failed validation).
  */
 export class QuotaReservation {
-  private state: 'held' | 'metering' | 'awaiting_usage' | 'followed' | 'settled' = 'held';
+  private state: 'held' | 'metering' | 'used' | 'awaiting_usage' | 'followed' | 'settled' = 'held';
+  /** The usage reported in `used`, settled when the response ends. */
+  private used: [promptTokens: number, completionTokens: number, cost: number | undefined] | null = null;
 
   constructor(
     private readonly settler: Settler,
@@ -49,8 +55,10 @@ export class QuotaReservation {
    * of range as 0, so that no upstream can make a settlement fail, wrap a counter or drain a budget.
    */
   settle(promptTokens: number, completionTokens: number, cost?: number): void {
-    if (this.state === 'settled' || this.state === 'followed') return;
-    this.settleNow(promptTokens, completionTokens, cost);
+    if (this.state === 'held' || this.state === 'metering') {
+      this.state = 'used';
+      this.used = [promptTokens, completionTokens, cost];
+    } else if (this.state === 'awaiting_usage') this.settleNow(promptTokens, completionTokens, cost);
   }
 
   /**
@@ -58,7 +66,7 @@ export class QuotaReservation {
    * the response it comes; null when it was settled already.
    */
   follow(): FollowedReservation | null {
-    if (this.state === 'settled' || this.state === 'followed') return null;
+    if (this.state === 'settled' || this.state === 'followed' || this.state === 'used') return null;
     this.state = 'followed';
     return { settle: (prompt, completion, cost) => this.settleNow(prompt, completion, cost) };
   }
@@ -72,9 +80,10 @@ export class QuotaReservation {
     this.settler.settle(this.projectId, this.reservation, { tokens: prompt + completion, cost: charged }, this.charge.tokens);
   }
 
-  /** The response ended (completed, aborted or failed): settle what no route will. */
+  /** The response ended (written, aborted or failed; its client dropped): settle what it holds. */
   responseClosed(): void {
-    if (this.state === 'held') this.settle(0, 0);
+    if (this.state === 'held') this.settleNow(0, 0);
+    else if (this.state === 'used') this.settleNow(...this.used!);
     else if (this.state === 'metering') {
       this.state = 'awaiting_usage';
       setTimeout(() => this.settle(this.charge.promptTokens, this.charge.tokens - this.charge.promptTokens), OWNED_GRACE_MS).unref();

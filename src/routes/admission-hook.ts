@@ -12,8 +12,9 @@ import { managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-he
  * for model routes, the management limit for the others), the rate-limit headers on the response
  * (kept on errors too), 429 when refused, and the admitted request counted in usage (buffered,
  * off the request path). An admitted model request that holds something (token or budget charge,
- * concurrency lease) is settled exactly once: by its route with the real usage, else when its
- * response ends, however it ends.
+ * concurrency lease) is settled exactly once, when its response has been written or its client
+ * dropped (the raw response's 'close'; src/http/slow-readers.ts drops clients that stop reading):
+ * with the usage its route reported, else as src/quota/quota-reservation.ts says.
  */
 export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const { projectId, keyId } = request.principal!;
