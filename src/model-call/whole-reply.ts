@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamError } from '../http/errors.js';
 import type { CallSignal } from './call-signal.js';
-import { mapUpstreamFailure } from './upstream-errors.js';
+import { replyBrokeOff } from './upstream-errors.js';
 
 /** An upstream answer whose body is read whole (see `sendWhole`). */
 export interface WholeResponse {
@@ -30,17 +30,6 @@ export function sendWhole(dispatcher: Dispatcher, options: Dispatcher.DispatchOp
   return new Promise<WholeResponse>((resolve, reject) => {
     dispatcher.dispatch(options, new WholeReplyHandler(signal, limit, resolve, reject));
   });
-}
-
-/**
- * A reply that fails after its headers: a connection closed or reset before the body's end cut
- * the reply short, so the gateway has a reply it cannot read (502 `upstream_error`), not an
- * unreachable backend (503); a timeout stays a 504, and the gateway's own refusal (over the
- * limit) itself.
- */
-function brokenOff(error: Error): Error {
-  const mapped = mapUpstreamFailure(error);
-  return mapped.code === 'upstream_unavailable' ? upstreamError('The model backend broke off its reply.') : mapped;
 }
 
 class WholeReplyHandler implements Dispatcher.DispatchHandler {
@@ -105,7 +94,7 @@ class WholeReplyHandler implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.signal.off('abort', this.onAbort);
     // A cancelled call fails with the signal's reason (ClientGone), as it is.
-    if (this.answered) this.settleWhole.reject(this.signal.aborted ? error : brokenOff(error));
+    if (this.answered) this.settleWhole.reject(this.signal.aborted ? error : replyBrokeOff(error));
     else this.reject(error);
   }
 }
