@@ -63,7 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     return503OnClosing: false,
     // server.ts drains in-flight work before it closes the app; what is left then is cut, not awaited.
     forceCloseConnections: true,
-    serverFactory: gatewayServerFactory(config.server),
+    serverFactory: gatewayServerFactory(config.server, { events: deps.metrics?.connections.events, log: deps.logger || undefined }),
     clientErrorHandler,
   });
 

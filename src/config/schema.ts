@@ -148,6 +148,16 @@ export const GatewayConfigSchema = Type.Object(
           keep_alive_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 72_000),
           // Open connections one client address may hold; 0: no cap (a gateway behind a load balancer sees few addresses).
           max_connections_per_address: Defaulted(Type.Integer({ minimum: 0, maximum: 1_000_000 }), 1024),
+          // Open connections in total; 0: no cap. No fixed default: connection-guard.ts derives it from
+          // the file-descriptor limit (80% of the soft limit minus 256).
+          max_connections: Type.Optional(
+            Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Default: 80% of the soft open-files limit minus 256.' }),
+          ),
+          // Requests of one connection handled at once; beyond, the connection is not read until they finish.
+          max_pipelined_requests: Defaulted(Type.Integer({ minimum: 1, maximum: 1024 }), 16),
+          // After the grace period a body must keep arriving at this rate or the request gets 408; 0: no minimum.
+          body_min_bytes_per_second: Defaulted(Type.Integer({ minimum: 0, maximum: 100 * MiB }), 1024),
+          body_min_rate_grace_ms: Defaulted(Type.Integer({ minimum: 0, maximum: 3_600_000 }), 10_000),
           // The deepest nesting of arrays and objects a JSON body may have.
           json_max_depth: Defaulted(Type.Integer({ minimum: 2, maximum: 1000 }), 64),
           // A connection with reply bytes pending that takes none for this long is dropped (src/http/slow-readers.ts).

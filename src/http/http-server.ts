@@ -2,20 +2,39 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayConfig } from '../config/gateway-config.js';
+import { ConnectionGuard, type ConnectionEvents, type PressureLog } from './connection-guard.js';
 import { ApiError, invalidParameter, requestTimeout } from './errors.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 type ServerSettings = GatewayConfig['server'];
 
+/** Where the server reports connection pressure: metrics (src/metrics/connection-metrics.ts) and the app's logger. */
+export interface ServerObservers {
+  events?: ConnectionEvents;
+  log?: PressureLog;
+}
+
 /**
  * The Node server under Fastify, built here so that every client-side bound is set where
  * Node reads it: header and body deadlines (checked every `connectionsCheckingInterval`,
- * which only the constructor takes), the idle keep-alive timeout, a cap on connections per
- * client address, and the end of a connection after an HTTP/1.0 message with Transfer-Encoding.
+ * which only the constructor takes), the idle keep-alive timeout, and the end of a connection
+ * after an HTTP/1.0 message with Transfer-Encoding. connection-guard.ts adds the caps on
+ * connections (per address, in total, file descriptors), pipelining and slow bodies.
  */
-export function gatewayServerFactory(settings: ServerSettings): (handler: Handler) => Server {
+export function gatewayServerFactory(settings: ServerSettings, observers: ServerObservers = {}): (handler: Handler) => Server {
   return (handler) => {
     const shortest = Math.min(settings.headers_timeout_ms, settings.body_timeout_ms);
+    const guard = new ConnectionGuard(
+      {
+        maxPerAddress: settings.max_connections_per_address,
+        maxConnections: settings.max_connections,
+        maxPipelined: settings.max_pipelined_requests,
+        bodyMinBytesPerSecond: settings.body_min_bytes_per_second,
+        bodyMinRateGraceMs: settings.body_min_rate_grace_ms,
+      },
+      observers.events,
+      observers.log,
+    );
     const server = createServer(
       {
         headersTimeout: settings.headers_timeout_ms,
@@ -24,9 +43,9 @@ export function gatewayServerFactory(settings: ServerSettings): (handler: Handle
         // A deadline is noticed at most this late: a tenth of the shortest, at most a second.
         connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(shortest / 10))),
       },
-      closeAfterHttp10Chunked(handler),
+      guard.wrap(closeAfterHttp10Chunked(handler)),
     );
-    if (settings.max_connections_per_address > 0) capConnectionsPerAddress(server, settings.max_connections_per_address);
+    guard.install(server);
     return server;
   };
 }
@@ -48,26 +67,6 @@ function closeAfterHttp10Chunked(handler: Handler): Handler {
     }
     handler(request, response);
   };
-}
-
-/** Beyond the cap, a client address's new connections are closed at once (no bytes read). */
-function capConnectionsPerAddress(server: Server, max: number): void {
-  const open = new Map<string, number>();
-  server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress;
-    if (address === undefined) return;
-    const count = (open.get(address) ?? 0) + 1;
-    if (count > max) {
-      socket.destroy();
-      return;
-    }
-    open.set(address, count);
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left > 0) open.set(address, left);
-      else open.delete(address);
-    });
-  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import { AuthMetrics } from './auth-metrics.js';
+import { ConnectionMetrics } from './connection-metrics.js';
 import { HttpMetrics } from './http-metrics.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { UsageMetrics } from './usage-metrics.js';
@@ -16,6 +17,7 @@ export class Metrics {
   readonly usage: UsageMetrics;
   readonly modelTraffic: ModelTrafficMetrics;
   readonly store: StoreMetrics;
+  readonly connections: ConnectionMetrics;
   readonly replies: ReplyMetrics;
   readonly logLinesDropped: Counter;
 
@@ -29,6 +31,7 @@ export class Metrics {
     this.usage = new UsageMetrics(this.registry, projectLabel);
     this.modelTraffic = new ModelTrafficMetrics(this.registry);
     this.store = new StoreMetrics(this.registry);
+    this.connections = new ConnectionMetrics(this.registry);
     this.replies = new ReplyMetrics(this.registry);
     this.logLinesDropped = new Counter({
       name: 'nova_log_lines_dropped_total',
