@@ -162,6 +162,8 @@ export const GatewayConfigSchema = Type.Object(
           json_max_depth: Defaulted(Type.Integer({ minimum: 2, maximum: 1000 }), 64),
           // A connection with reply bytes pending that takes none for this long is dropped (src/http/slow-readers.ts).
           write_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 30_000),
+          // A large pending write is given this rate on top of write_timeout_ms before its client counts as not reading.
+          write_min_bytes_per_second: Defaulted(Type.Integer({ minimum: 1, maximum: 64 * 1024 * MiB }), 64 * 1024),
           // Reply bytes the replica holds for clients that have not taken them; over it the slowest readers are dropped.
           max_buffered_reply_bytes: Defaulted(Type.Integer({ minimum: MiB, maximum: 64 * 1024 * MiB }), 256 * MiB),
         },

@@ -8,15 +8,10 @@ type Reason = 'write_timeout' | 'buffer_pressure';
 interface Watched {
   /** Bytes of this connection's completed writes so far. */
   delivered: number;
-  /** Bytes of its write in progress the kernel has not taken yet (one 30 MB reply is one write). */
-  queued: number;
-  /** When the client last took some, or nothing was pending. */
+  /** The most bytes pending since its last completed write: what the client is given time to take. */
+  pendingMax: number;
+  /** When a write last completed, or nothing was pending. */
   progressAt: number;
-}
-
-/** libuv's count of bytes not yet handed to the kernel; not in Node's typings. */
-function queuedOf(socket: Socket): number {
-  return (socket as Socket & { _handle?: { writeQueueSize?: number } | null })._handle?.writeQueueSize ?? 0;
 }
 
 /**
@@ -24,8 +19,10 @@ function queuedOf(socket: Socket): number {
  * authenticated"). Every connection is checked a few times per write timeout: its pending bytes
  * (`writableLength`: what Node holds for it beyond the kernel's buffer) are summed into the
  * buffered-bytes gauge, and a connection with bytes pending that has taken none for
- * `server.write_timeout_ms` is destroyed. Its response's 'close' then releases what the request
- * held (src/routes/admission-hook.ts).
+ * `server.write_timeout_ms` is destroyed. Node's public API shows a write's progress only when it
+ * completes (one 30 MB reply is one write), so a pending write is also given its bytes at
+ * `server.write_min_bytes_per_second`. Its response's 'close' then releases what the request held
+ * (src/routes/admission-hook.ts).
  *
  * Over `server.max_buffered_reply_bytes` the slowest readers are dropped first (those that have
  * gone longest without taking a byte, and none that took some since the last check) until the
@@ -36,12 +33,13 @@ function queuedOf(socket: Socket): number {
  */
 export function installSlowReaders(app: FastifyInstance, settings: GatewayConfig['server'], metrics: ReplyMetrics): void {
   const timeoutMs = settings.write_timeout_ms;
+  const msPerByte = 1000 / settings.write_min_bytes_per_second;
   const maxBytes = settings.max_buffered_reply_bytes;
   const intervalMs = Math.max(50, Math.min(1000, Math.floor(timeoutMs / 10)));
   const watched = new Map<Socket, Watched>();
 
   app.server.on('connection', (socket: Socket) => {
-    watched.set(socket, { delivered: 0, queued: 0, progressAt: performance.now() });
+    watched.set(socket, { delivered: 0, pendingMax: 0, progressAt: performance.now() });
     socket.once('close', () => watched.delete(socket));
   });
 
@@ -75,15 +73,18 @@ export function installSlowReaders(app: FastifyInstance, settings: GatewayConfig
       const pending = socket.writableLength;
       if (pending === 0) {
         watch.progressAt = now;
+        watch.pendingMax = 0;
         continue;
       }
       // bytesWritten counts the pending bytes too: what is left are the writes that completed.
       const delivered = socket.bytesWritten - pending;
-      const queued = queuedOf(socket);
-      if (delivered > watch.delivered || queued < watch.queued) watch.progressAt = now;
+      if (delivered > watch.delivered) {
+        watch.progressAt = now;
+        watch.pendingMax = 0;
+      }
       watch.delivered = delivered;
-      watch.queued = queued;
-      if (now - watch.progressAt >= timeoutMs) {
+      watch.pendingMax = Math.max(watch.pendingMax, pending);
+      if (now - watch.progressAt >= timeoutMs + watch.pendingMax * msPerByte) {
         drop(socket, 'write_timeout', now, buffered + pending);
         continue;
       }

@@ -117,6 +117,7 @@ models:
     provider: echo
 server:
   write_timeout_ms: ${WRITE_TIMEOUT_MS}
+  write_min_bytes_per_second: 1073741824
   max_buffered_reply_bytes: ${MAX_BUFFERED}
 redis:
   key_prefix: slow${randomBase62(6)}
