@@ -124,25 +124,25 @@ redis:
     }
   });
 
-  it('refuses absurd usage numbers from an upstream (logged, counted, taken as 0) without losing any other record', async () => {
+  it('charges the reservation for absurd usage numbers from an upstream (counted), without losing any other record', async () => {
     const own = await gateway.createProject({ name: 'absurd usage' });
     const send = (body: Record<string, unknown>) =>
       fetch(`${gateway.url}/v1/chat/completions`, { method: 'POST', headers: { ...own.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const before = await metricValue('nova_usage_invalid_values_total{field="promptTokens"}');
+    const series = 'nova_charged_as_reserved_total{gen_ai_request_model="absurd-1",reason="usage_invalid"}';
+    const before = await metricValue(series);
     const absurd = await send({ model: 'absurd-1', messages });
     expect(absurd.status).toBe(200);
     const echoed = await send({ model: 'echo-1', messages: [{ role: 'user', content: 'four words right here' }] });
     expect(echoed.status).toBe(200);
-    await expect.poll(() => metricValue('nova_usage_invalid_values_total{field="promptTokens"}'), { timeout: 5000 }).toBe(before + 1);
-    expect(await metricValue('nova_usage_invalid_values_total{field="completionTokens"}')).toBeGreaterThanOrEqual(1);
-    await gateway.waitForLog((line) => line.includes('usage value refused'));
-    // The echo request's tokens (4 prompt, 4 completion) are counted, and nothing of the absurd one.
+    await expect.poll(() => metricValue(series), { timeout: 5000 }).toBe(before + 1);
+    // The echo request's tokens (4 prompt, 4 completion), and the absurd one's reservation: its
+    // prompt's 17 bytes and the default output bound, 4096.
     const start = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 60_000).toISOString();
     const readUsage = async () => {
       const response = await fetch(`${gateway.url}/v1/projects/${own.projectId}/usage?start_time=${start}`, { headers: own.auth });
       return ((await response.json()) as { tokens: { prompt: number; completion: number } }).tokens;
     };
-    await expect.poll(readUsage, { timeout: 5000 }).toEqual({ prompt: 4, completion: 4, total: 8 });
+    await expect.poll(readUsage, { timeout: 5000 }).toEqual({ prompt: 4 + 17, completion: 4 + 4096, total: 8 + 17 + 4096 });
   });
 
   async function metricValue(series: string): Promise<number> {
