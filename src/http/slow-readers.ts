@@ -1,9 +1,14 @@
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayConfig } from '../config/gateway-config.js';
-import type { ReplyMetrics } from '../metrics/reply-metrics.js';
 
 type Reason = 'write_timeout' | 'buffer_pressure';
+
+/** What the check reports to (src/metrics/reply-metrics.ts fits it; http sits below metrics). */
+export interface SlowReaderMetrics {
+  slowReadersDropped: { inc(labels: { reason: Reason }): void };
+  bufferedBytes: { set(bytes: number): void };
+}
 
 interface Watched {
   /** Bytes of this connection's completed writes so far. */
@@ -31,7 +36,7 @@ interface Watched {
  * that caused the pressure. One warn line per episode (it ends after a write timeout without
  * pressure or drops), not one per connection.
  */
-export function installSlowReaders(app: FastifyInstance, settings: GatewayConfig['server'], metrics: ReplyMetrics): void {
+export function installSlowReaders(app: FastifyInstance, settings: GatewayConfig['server'], metrics: SlowReaderMetrics): void {
   const timeoutMs = settings.write_timeout_ms;
   const msPerByte = 1000 / settings.write_min_bytes_per_second;
   const maxBytes = settings.max_buffered_reply_bytes;

@@ -1,5 +1,4 @@
 import type { RateLimitPolicy } from './policy.js';
-import { StoreUnavailableError } from './types.js';
 
 /** Rate-limit and usage parts of the Store (docs/limits-and-usage.md). */
 
@@ -114,19 +113,6 @@ export interface Settlement {
 export interface SettleFence {
   replica: string;
   seq: number;
-}
-
-/**
- * A settlement that failed because the store was unreachable. `fence` names it when it was sent and
- * may still run (a command that timed out runs when a hung Redis resumes); null when it never left.
- */
-export class SettlementFailedError extends StoreUnavailableError {
-  constructor(
-    cause: unknown,
-    readonly fence: SettleFence | null,
-  ) {
-    super(cause);
-  }
 }
 
 export interface QuotaStore {

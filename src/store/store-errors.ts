@@ -1,3 +1,4 @@
+import type { SettleFence } from './quota-types.js';
 import { StoreUnavailableError } from './types.js';
 
 const BY_CODE: Record<string, string> = {
@@ -37,4 +38,17 @@ export function describeStoreError(error: unknown): string {
   const message = inner instanceof Error ? inner.message : String(inner);
   for (const [pattern, cause] of BY_MESSAGE) if (pattern.test(message)) return cause;
   return message.split('\n')[0]!.slice(0, 200);
+}
+
+/**
+ * A settlement that failed because the store was unreachable. `fence` names it when it was sent and
+ * may still run (a command that timed out runs when a hung Redis resumes); null when it never left.
+ */
+export class SettlementFailedError extends StoreUnavailableError {
+  constructor(
+    cause: unknown,
+    readonly fence: SettleFence | null,
+  ) {
+    super(cause);
+  }
 }

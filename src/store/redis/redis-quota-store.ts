@@ -1,11 +1,12 @@
 import { Cluster } from 'ioredis';
 import { randomBase62 } from '../../core/ids.js';
-import { needsSettling, SettlementFailedError, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
 import { guard } from './guard.js';
 import { StoreUnavailableError } from '../types.js';
+import { SettlementFailedError } from '../store-errors.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
 
