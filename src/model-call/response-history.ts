@@ -1,4 +1,5 @@
 import { UPSTREAM_ID_PATTERN } from '../core/ids.js';
+import { tokensOf } from '../core/operations.js';
 import { USAGE_CAPS } from '../quota/usage-validation.js';
 import type { ResponseOwner } from '../store/response-types.js';
 import { StoreUnavailableError, type Store } from '../store/types.js';
@@ -24,12 +25,11 @@ export async function responseHistoryTokens(ctx: { store: Store }, projectId: st
   }
 }
 
-/** A Responses API usage object's counts, or null when one is missing or not a whole number a usage record takes. */
+/** A Responses API usage object's counts, or null when one is missing or not a whole number a usage record takes (tokensOf). */
 export function responseUsageOf(usage: unknown): { input: number; output: number } | null {
-  if (usage === null || typeof usage !== 'object') return null;
-  const { input_tokens: input, output_tokens: output } = usage as Record<string, unknown>;
-  const valid = (value: unknown, cap: number): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= cap;
-  return valid(input, USAGE_CAPS.promptTokens) && valid(output, USAGE_CAPS.completionTokens) ? { input, output } : null;
+  const tokens = tokensOf(usage);
+  if (typeof tokens !== 'object' || tokens.prompt_tokens > USAGE_CAPS.promptTokens || tokens.completion_tokens > USAGE_CAPS.completionTokens) return null;
+  return { input: tokens.prompt_tokens, output: tokens.completion_tokens };
 }
 
 /** Adds a finished response's tokens to its owner record (nothing when it was not stored or is gone). */
