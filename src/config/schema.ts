@@ -23,7 +23,13 @@ const ModelEndpoint = Type.Union([
   Type.Literal('images'),
   Type.Literal('audio'),
   Type.Literal('fine_tuning'),
+  Type.Literal('messages'),
 ]);
+
+/** What a model's upstream speaks: OpenAI's API (default), or Anthropic's Messages API natively. */
+const UpstreamApi = Type.Union([Type.Literal('openai'), Type.Literal('anthropic')]);
+/** How the upstream key is sent: `Authorization: Bearer` or `x-api-key` (default: bearer for openai, x-api-key for anthropic). */
+const AuthHeader = Type.Union([Type.Literal('bearer'), Type.Literal('x-api-key')]);
 
 /** Bounds of every policy field, shared by the config, the PATCH route and the admin API. */
 export const POLICY_BOUNDS = {
@@ -70,6 +76,10 @@ const Pricing = Type.Object(
   {
     input_per_million: Type.Number({ minimum: 0, maximum: 1_000_000 }),
     output_per_million: Type.Number({ minimum: 0, maximum: 1_000_000 }),
+    /** Prompt tokens read from the upstream's prompt cache; default: input_per_million. */
+    cached_input_per_million: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000_000 })),
+    /** Prompt tokens written to the upstream's prompt cache; default: input_per_million. */
+    cache_write_per_million: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000_000 })),
   },
   { additionalProperties: false },
 );
@@ -80,6 +90,7 @@ export const FallbackTargetSchema = Type.Object(
     upstream: Type.String({ pattern: '^https?://' }),
     upstream_model: Type.Optional(Type.String({ minLength: 1 })),
     api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
+    auth_header: Type.Optional(AuthHeader),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
     /** The target's own prices; default: the model's. */
     pricing: Type.Optional(Pricing),
@@ -94,6 +105,11 @@ export const ModelConfigSchema = Type.Object(
     upstream: Type.Optional(Type.String({ pattern: '^https?://' })),
     upstream_model: Type.Optional(Type.String({ minLength: 1 })),
     api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
+    // Every target of a model speaks the same API.
+    api: Type.Optional(UpstreamApi),
+    auth_header: Type.Optional(AuthHeader),
+    // Other ids clients send for this model (exact, or with `*` as a wildcard): `claude-*`.
+    aliases: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Za-z0-9*][A-Za-z0-9_.:/*@-]{0,127}$' }), { uniqueItems: true, maxItems: 64 })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
     context_window: Type.Optional(Type.Integer({ minimum: 1 })),
     max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -134,6 +150,8 @@ export const GatewayConfigSchema = Type.Object(
       Type.Object(
         {
           body_limit_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 100 * MiB }), MiB),
+          // Model routes (chat, completions, responses, messages, …): agent sessions send long histories.
+          model_body_limit_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 1024 * MiB }), 32 * MiB),
           audio_upload_limit_bytes: Defaulted(Type.Integer({ minimum: 1024, maximum: 1024 * MiB }), 25 * MiB),
           drain_timeout_ms: Defaulted(Type.Integer({ minimum: 0, maximum: 3_600_000 }), 30_000),
           trust_proxy: Defaulted(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })]), false),
@@ -287,3 +305,5 @@ export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;
 export type CeilingsConfig = Static<typeof CeilingsSchema>;
 export type PricingConfig = Static<typeof Pricing>;
+export type UpstreamApiName = Static<typeof UpstreamApi>;
+export type AuthHeaderName = Static<typeof AuthHeader>;

@@ -1,5 +1,5 @@
 /** The `models[].endpoints` names: which model routes a model may serve. */
-export const MODEL_ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning'] as const;
+export const MODEL_ENDPOINTS = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning', 'messages'] as const;
 export type ModelEndpointName = (typeof MODEL_ENDPOINTS)[number];
 import { ByteToken } from './json-bytes.js';
 
@@ -91,8 +91,15 @@ export function tokenOperationOf(work: ModelWork): Operation | undefined {
 }
 
 export interface TokenUsage {
+  /** All input processed, cached reads and cache writes included (as OpenAI's prompt_tokens). */
   prompt_tokens: number;
   completion_tokens: number;
+  /** Of prompt_tokens, read from the upstream's prompt cache. */
+  cached_prompt_tokens?: number;
+  /** Of prompt_tokens, written to the upstream's prompt cache. */
+  cache_write_tokens?: number;
+  /** Of completion_tokens, spent on reasoning. */
+  reasoning_tokens?: number;
 }
 
 /** What an upstream reported it used: its token counts, or why they cannot be charged. */
