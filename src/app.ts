@@ -13,6 +13,7 @@ import { clientErrorHandler, gatewayServerFactory } from './http/http-server.js'
 import { installJsonParser } from './http/json-body.js';
 import { installSlowReaders } from './http/slow-readers.js';
 import { refuseRepeatedAuthorization } from './http/repeated-headers.js';
+import { speaksAnthropic } from './http/anthropic-errors.js';
 import { requestIdOf } from './http/request-id.js';
 import { installValidators } from './http/validation.js';
 import { adminRoutes } from './routes/admin/admin.js';
@@ -143,6 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    if (speaksAnthropic(request)) reply.header('request-id', request.id);
     ctx.lifecycle.inFlight++;
     // 'close' fires for finished and for aborted responses alike.
     reply.raw.once('close', () => ctx.lifecycle.inFlight--);

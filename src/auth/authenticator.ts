@@ -31,7 +31,7 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
-/** Resolves `Authorization: Bearer …` to the key's principal, from the cache when it can. */
+/** Resolves a presented key (src/auth/presented-key.ts) to its principal, from the cache when it can. */
 export class Authenticator {
   private readonly lastTouched = new Map<string, number>();
   private readonly events: AuthEvents;
@@ -46,8 +46,7 @@ export class Authenticator {
     );
   }
 
-  async authenticate(authorization: string | undefined, clientAddress: string): Promise<KeyPrincipal> {
-    const secret = bearerToken(authorization);
+  async authenticate(secret: string | undefined, clientAddress: string): Promise<KeyPrincipal> {
     if (secret === undefined) {
       this.events.failure('missing');
       throw missingApiKey();

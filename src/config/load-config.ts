@@ -36,10 +36,22 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     throw new ConfigError(`config field "${fieldOf(error)}" ${reason}`);
   }
   const seen = new Set<string>();
+  const aliased = new Map<string, string>();
   filled.models.forEach((model, index) => {
     const at = `models[${index}]`;
     if (seen.has(model.id)) throw new ConfigError(`config field "${at}.id" repeats the model id "${model.id}"`);
     seen.add(model.id);
+    model.aliases?.forEach((alias, n) => {
+      const other = aliased.get(alias);
+      if (other !== undefined) throw new ConfigError(`config field "${at}.aliases[${n}]" is already an alias of the model "${other}"`);
+      aliased.set(alias, model.id);
+    });
+    if (model.api === 'anthropic' && (model.endpoints ?? ['chat']).some((endpoint) => endpoint !== 'messages')) {
+      throw new ConfigError(`config field "${at}.endpoints" may only list "messages" for a model with api: anthropic (the gateway does not translate other routes to it)`);
+    }
+    if (model.api !== undefined && model.provider === 'echo') {
+      throw new ConfigError(`config field "${at}.api" applies to an upstream, not to the echo provider`);
+    }
     if ((model.provider === undefined) === (model.upstream === undefined)) {
       throw new ConfigError(`config field "${at}" must set exactly one of "provider" or "upstream"`);
     }
@@ -53,8 +65,8 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     if (model.api_key_env !== undefined && !env[model.api_key_env]) {
       throw new ConfigError(`config field "${at}.api_key_env" names the environment variable ${model.api_key_env}, which is not set`);
     }
-    if (model.provider === 'echo' && model.endpoints?.some((endpoint) => endpoint !== 'chat')) {
-      throw new ConfigError(`config field "${at}.endpoints" may only list "chat" for the echo provider`);
+    if (model.provider === 'echo' && model.endpoints?.some((endpoint) => endpoint !== 'chat' && endpoint !== 'messages')) {
+      throw new ConfigError(`config field "${at}.endpoints" may only list "chat" and "messages" for the echo provider`);
     }
     if (model.fallbacks?.length && model.upstream === undefined) {
       throw new ConfigError(`config field "${at}.fallbacks" needs "upstream": the echo provider has no fallbacks`);
@@ -70,6 +82,11 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
           `config field "${at}.fallbacks[${n}].api_key_env" names the environment variable ${fallback.api_key_env}, which is not set`,
         );
       }
+    });
+  });
+  filled.models.forEach((model, index) => {
+    model.aliases?.forEach((alias, n) => {
+      if (seen.has(alias)) throw new ConfigError(`config field "models[${index}].aliases[${n}]" is the id of a configured model`);
     });
   });
   const config = completeConfig(filled);

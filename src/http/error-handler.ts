@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError, internalError, invalidParameter, payloadTooLarge, resourceNotFound, storeUnavailable } from './errors.js';
 import { describeValidationError, paramOf } from './validation.js';
 import { StoreUnavailableError } from '../store/types.js';
+import { anthropicErrorBody, speaksAnthropic } from './anthropic-errors.js';
 
 const CONTENT_TYPE_CODES = new Set(['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'FST_ERR_CTP_INVALID_TYPE', 'FST_ERR_CTP_INVALID_CONTENT_LENGTH']);
 
@@ -28,19 +29,23 @@ export function toApiError(error: unknown, bodyLimit: number): ApiError {
 
 export function installErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error, request, reply) => {
-    const apiError = toApiError(error, bodyLimit);
+    // A route's own limit (model routes: server.model_body_limit_bytes) is what the client passed.
+    const apiError = toApiError(error, request.routeOptions.bodyLimit ?? bodyLimit);
     if (error instanceof StoreUnavailableError) {
       // The outage itself is logged once (StoreHealth); each request is counted in nova_redis_errors_total.
       request.log.debug({ cause: (error.cause as Error | undefined)?.message }, 'store unavailable');
     } else if (apiError.statusCode >= 500 && !(error instanceof ApiError)) {
       request.log.error({ err: error }, 'request failed');
     }
-    reply.code(apiError.statusCode).headers(apiError.headers).send(apiError.toBody());
+    reply.code(apiError.statusCode).headers(apiError.headers);
+    // Anthropic's shape is sent as written: a route's response schemas describe OpenAI's error shape.
+    if (speaksAnthropic(request)) reply.type('application/json').send(JSON.stringify(anthropicErrorBody(apiError, request.id)));
+    else reply.send(apiError.toBody());
   });
   app.setNotFoundHandler((request, reply) => {
     const error = resourceNotFound('route');
-    reply.code(404).send({
-      error: { ...error.toBody().error, message: `No route for ${request.method} ${request.url.split('?')[0]}.` },
-    });
+    const message = `No route for ${request.method} ${request.url.split('?')[0]}.`;
+    if (speaksAnthropic(request)) return reply.code(404).type('application/json').send(JSON.stringify(anthropicErrorBody(Object.assign(error, { message }), request.id)));
+    reply.code(404).send({ error: { ...error.toBody().error, message } });
   });
 }

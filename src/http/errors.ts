@@ -43,7 +43,10 @@ export const invalidParameter = (message: string, param?: string) =>
   new ApiError(400, 'invalid_request_error', 'invalid_parameter', message, param);
 
 export const missingApiKey = () =>
-  new ApiError(401, 'authentication_error', 'missing_api_key', 'Missing API key: send "Authorization: Bearer <API_KEY>".');
+  new ApiError(401, 'authentication_error', 'missing_api_key', 'Missing API key: send "Authorization: Bearer <API_KEY>" or "x-api-key: <API_KEY>".');
+
+export const conflictingApiKeys = () =>
+  new ApiError(401, 'authentication_error', 'invalid_api_key', 'The request sends two different API keys (Authorization and x-api-key); send one.');
 
 export const invalidApiKey = () =>
   new ApiError(401, 'authentication_error', 'invalid_api_key', 'Invalid API key.');
@@ -109,6 +112,12 @@ export const upstreamUnavailable = (message = 'The model backend is unavailable;
   new ApiError(503, 'upstream_error', 'upstream_unavailable', message);
 
 /** The model backend did not answer within the model's timeout_ms. */
+/** The backend is overloaded (Anthropic's 529): another target may take it, else the client retries. */
+export const upstreamOverloaded = (retryAfterSeconds: number) =>
+  new ApiError(529, 'upstream_error', 'upstream_overloaded', 'The model backend is overloaded; retry later.', undefined, {
+    'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+
 export const upstreamTimeout = (message = 'The model backend did not answer in time.') =>
   new ApiError(504, 'upstream_error', 'upstream_timeout', message);
 

@@ -1,5 +1,4 @@
 import { ByteToken, latin1, lastObjectValue, replaceStringValue } from '../core/json-bytes.js';
-import { tokensOf } from '../core/operations.js';
 import { readBounded, type Attempt } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { mapUpstreamFailure } from './upstream-errors.js';
@@ -33,8 +32,8 @@ export async function relayJson(
   const bytes = await readReply(call, response);
   call.observeUpstream(attempt, String(response.status));
   const text = latin1(bytes);
-  const usage = tokensOf(lastObjectValue(bytes, USAGE_KEY, text), call.operation.outputLimitField !== null);
-  const out = replaceStringValue(bytes, MODEL_KEY, call.model.idJson, text);
+  const usage = call.operation.usageOf(lastObjectValue(bytes, USAGE_KEY, text));
+  const out = replaceStringValue(bytes, MODEL_KEY, call.answerModel, text);
   await options.onReply?.(out);
   call.ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: call.model.id, stream: 'false' }, call.reply.elapsedTime / 1000);
   call.finish({ outcome: 'completed', usage, storageBytes: 0, attempt });

@@ -11,6 +11,7 @@ import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
 import { ClientGone } from './upstream-errors.js';
 import { modelCallFactsOf } from './route-facts.js';
+import { ByteToken } from '../core/json-bytes.js';
 
 /**
  * What a finished call is charged for: the usage the upstream reported; 'missing' / 'invalid'
@@ -47,6 +48,8 @@ export class ModelCall {
   private sent = false;
   /** An upstream answered with a reply (its headers): a reply that breaks off after this was worked on. */
   private replied = false;
+  /** The model id answers name, as a JSON string literal: the name the client sent (an alias, or the id). */
+  readonly answerModel: ByteToken;
 
   constructor(
     readonly ctx: ModelCallContext,
@@ -61,24 +64,35 @@ export class ModelCall {
   ) {
     modelCallFactsOf(request);
     request.reservation?.claim();
+    const sent = (request.body as { model?: unknown } | undefined)?.model;
+    this.answerModel = typeof sent === 'string' && sent !== model.id ? ByteToken.quoted(sent) : model.idJson;
   }
 
   upstreamModelOf(target: Target): string {
     return target.kind === 'http' ? target.upstreamModel : this.model.id;
   }
 
-  /** Sends the body built for each target to the model's targets in order (fallbacks before the first byte). */
-  async send(bodyFor: (upstreamModel: string) => Record<string, unknown>, targets = this.model.targets): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
+  /**
+   * Sends the body built for each target to the model's targets in order (fallbacks before the
+   * first byte). `upstream`: another path than the operation's (a translated call), headers of the client's to pass on.
+   */
+  async send(
+    bodyFor: (upstreamModel: string) => Record<string, unknown>,
+    targets = this.model.targets,
+    upstream: { path?: string; headers?: Record<string, string> } = {},
+  ): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
     const options = {
       requestId: this.request.id,
       stream: this.stream,
       signal: this.signal,
       wholeLimit: this.ctx.config.upstream.max_json_reply_bytes,
+      headers: upstream.headers,
     };
+    const path = upstream.path ?? this.operation.path;
     this.sent = true;
     const sent = await requestWithFallback(
       targets === this.model.targets ? this.model : { ...this.model, targets },
-      (target) => callTarget(target, this.operation, this.model.id, this.bounded(bodyFor(this.upstreamModelOf(target))), options),
+      (target) => callTarget(target, path, this.model.id, this.bounded(bodyFor(this.upstreamModelOf(target))), options),
       options,
       this.fallbackEvents,
     );

@@ -1,6 +1,7 @@
 import { Pool } from 'undici';
-import { modelNotFound } from '../http/errors.js';
-import type { FallbackTargetConfig, ModelConfig, ModelEndpointName } from '../config/schema.js';
+import { ApiError, modelNotFound } from '../http/errors.js';
+import type { AuthHeaderName, FallbackTargetConfig, ModelConfig, ModelEndpointName, UpstreamApiName } from '../config/schema.js';
+import { ModelNames } from '../core/model-names.js';
 import { pricingFrom, type Pricing } from '../core/pricing.js';
 import { ByteToken } from '../core/json-bytes.js';
 
@@ -18,8 +19,8 @@ export interface HttpTarget {
   /** The base URL's query string ('' or '?…'), kept on every route. */
   search: string;
   upstreamModel: string;
-  /** The whole Authorization header value, or undefined when the upstream needs no key. */
-  authorization: string | undefined;
+  /** The header that carries the upstream key (`authorization: Bearer …` or `x-api-key`); undefined when it needs none. */
+  credential: { name: 'authorization' | 'x-api-key'; value: string } | undefined;
   timeoutMs: number;
   pricing: Pricing | null;
 }
@@ -38,12 +39,26 @@ export interface RegisteredModel {
   idJson: ByteToken;
   ownedBy: string;
   endpoints: ModelEndpointName[];
+  /** What its upstreams speak: 'anthropic' serves /v1/messages natively; 'openai' is translated to. */
+  api: UpstreamApiName;
   contextWindow: number | null;
   maxOutputTokens: number | null;
   /** The primary target first, then the fallbacks in order. */
   targets: Target[];
 }
 
+
+/** The routes of each `models[].endpoints` name, for messages that tell a client where a model is served. */
+const ENDPOINT_ROUTES: Record<ModelEndpointName, string> = {
+  chat: '/v1/chat/completions',
+  completions: '/v1/completions',
+  embeddings: '/v1/embeddings',
+  responses: '/v1/responses',
+  images: '/v1/images',
+  audio: '/v1/audio',
+  fine_tuning: '/v1/fine_tuning',
+  messages: '/v1/messages',
+};
 
 /** The upstream path of a route (`/chat/completions`, `/images/generations`, …) on a target. */
 export function upstreamPath(target: HttpTarget, route: string): string {
@@ -59,18 +74,21 @@ export class ModelRegistry {
   readonly created = Math.floor(Date.now() / 1000);
   private readonly models = new Map<string, RegisteredModel>();
   private readonly pools = new Map<string, Pool>();
+  private readonly names: ModelNames;
 
   constructor(models: ModelConfig[], env: NodeJS.ProcessEnv = process.env) {
+    this.names = new ModelNames(models);
     for (const model of models) {
       const targets: Target[] = [];
+      const api = model.api ?? 'openai';
       if (model.provider === 'echo') {
         targets.push({ kind: 'echo', label: 'echo', pricing: pricingFrom(model.pricing) });
       } else if (model.upstream !== undefined) {
-        targets.push(this.httpTarget({ ...model, upstream: model.upstream }, env));
-        // A fallback inherits what it does not set: the upstream model name, the timeout, the pricing.
+        targets.push(this.httpTarget({ ...model, upstream: model.upstream }, api, env));
+        // A fallback inherits what it does not set: the upstream model name, the timeout, the pricing, the key's header.
         for (const fallback of model.fallbacks ?? []) {
-          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms, pricing: model.pricing };
-          targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, env));
+          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms, pricing: model.pricing, auth_header: model.auth_header };
+          targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, api, env));
         }
       }
       this.models.set(model.id, {
@@ -78,6 +96,7 @@ export class ModelRegistry {
         idJson: ByteToken.quoted(model.id),
         ownedBy: model.owned_by ?? (model.provider === 'echo' ? 'nova-gateway' : 'organization'),
         endpoints: model.endpoints ?? ['chat'],
+        api,
         contextWindow: model.context_window ?? null,
         maxOutputTokens: model.max_output_tokens ?? null,
         targets,
@@ -89,10 +108,28 @@ export class ModelRegistry {
     return this.models.get(id);
   }
 
-  /** The model a model route may use: known, and listing the route's endpoint in the config; else 404. */
-  serving(id: string, endpoint: ModelEndpointName): RegisteredModel {
-    const model = this.models.get(id);
-    if (!model || !model.endpoints.includes(endpoint)) throw modelNotFound();
+  /** The model a name a client sends stands for: a configured id or one of its aliases. */
+  resolve(name: string): RegisteredModel | undefined {
+    const id = this.names.resolve(name);
+    return id === undefined ? undefined : this.models.get(id);
+  }
+
+  /**
+   * The model a model route may use: known (by id or alias), and listing the route's endpoint in
+   * the config; else a 404 that says which it is.
+   */
+  serving(name: string, endpoint: ModelEndpointName): RegisteredModel {
+    const model = this.resolve(name);
+    if (!model) throw modelNotFound();
+    if (!model.endpoints.includes(endpoint)) {
+      throw new ApiError(
+        404,
+        'not_found_error',
+        'model_not_found',
+        `The model "${model.id}" does not serve ${ENDPOINT_ROUTES[endpoint]}; it serves ${model.endpoints.map((name) => ENDPOINT_ROUTES[name]).join(', ')} (models[].endpoints).`,
+        'model',
+      );
+    }
     return model;
   }
 
@@ -105,9 +142,10 @@ export class ModelRegistry {
     await Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
   }
 
-  private httpTarget(target: FallbackTargetConfig & { id: string }, env: NodeJS.ProcessEnv): HttpTarget {
+  private httpTarget(target: FallbackTargetConfig & { id: string }, api: UpstreamApiName, env: NodeJS.ProcessEnv): HttpTarget {
     const url = new URL(target.upstream);
     const key = target.api_key_env === undefined ? undefined : env[target.api_key_env];
+    const header: AuthHeaderName = target.auth_header ?? (api === 'anthropic' ? 'x-api-key' : 'bearer');
     return {
       kind: 'http',
       label: url.host,
@@ -115,7 +153,7 @@ export class ModelRegistry {
       basePath: url.pathname.replace(/\/+$/, ''),
       search: url.search,
       upstreamModel: target.upstream_model ?? target.id,
-      authorization: key ? `Bearer ${key}` : undefined,
+      credential: !key ? undefined : header === 'bearer' ? { name: 'authorization', value: `Bearer ${key}` } : { name: 'x-api-key', value: key },
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       pricing: pricingFrom(target.pricing),
     };

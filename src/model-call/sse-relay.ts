@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { COLON, QUOTE } from '../core/json-codes.js';
 import { ByteToken, findKey, holds, lastObjectRange, latin1, objectAt, removeNullMembers, replaceStringValue } from '../core/json-bytes.js';
-import { tokensOf, type Operation, type ReportedUsage } from '../core/operations.js';
+import type { Operation, ReportedUsage } from '../core/operations.js';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -15,8 +15,25 @@ const CR_CR = Buffer.from('\r\r');
 const USAGE_KEY = ByteToken.quoted('usage');
 const MODEL_KEY = ByteToken.quoted('model');
 
+/**
+ * Rebuilds an upstream's events in another API (an OpenAI chat stream as Anthropic's Messages
+ * events): it sees every complete event, `[DONE]` included, and replaces the pass-through.
+ */
+export interface EventTranslator {
+  /** One complete upstream event → what the client gets for it (null: nothing yet). */
+  event(event: Buffer): Buffer | null;
+  /** The upstream finished (`[DONE]`, or its end): the closing events, once; null when none are due. */
+  end(): Buffer | null;
+  /** The usage the upstream reported; null until it came. */
+  readonly usage: ReportedUsage | null;
+  /** The stream reached its regular end. */
+  readonly completed: boolean;
+}
+
 export interface SseRelayOptions {
   operation: Operation;
+  /** Events are translated rather than passed through (then hideUsage and publicModel do not apply). */
+  translate?: EventTranslator;
   /** The client did not ask for usage: drop the usage chunk (whatever its shape) and `"usage":null` members. */
   hideUsage: boolean;
   /** The public model id as a JSON string literal: every event's `model` is rewritten to it. */
@@ -168,6 +185,7 @@ export class SseRelay {
   outputEvents = 0;
   /** The stream's terminal event passed (`[DONE]`, `response.completed`, …). */
   completed = false;
+  private usageFields: Record<string, unknown> | null = null;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   /**
@@ -247,6 +265,10 @@ export class SseRelay {
       this.pending = [];
       const out = this.inspect(rest);
       if (out) this.forward(out);
+    }
+    if (!this.stopped && this.options.translate) {
+      const closing = this.translated(null);
+      if (closing) this.forward(closing);
     }
     // The last events leave with the end of the response: one write.
     const end = () => void (this.outgoing.length > 0 ? this.sink.end(this.takeOutgoing()) : this.sink.end());
@@ -356,11 +378,13 @@ export class SseRelay {
 
   /** Looks at one complete event (`text`: its latin1 string, see relay); returns it, its rewritten form, or null to drop it. */
   private inspect(event: Buffer, text = latin1(event)): Buffer | null {
-    const { operation, hideUsage, publicModel } = this.options;
+    const { operation, hideUsage, publicModel, translate } = this.options;
     if (isDoneEvent(text)) {
+      if (translate) return this.translated(null);
       this.completed = true;
       return event;
     }
+    if (translate) return this.translated(event);
     let out = event;
     // The text of `out`, as long as it is the event as received.
     let outText = text;
@@ -372,7 +396,7 @@ export class SseRelay {
       const data = range !== null && hideUsage ? parseEventData(event) : null;
       const usage = data !== null && isObject(data.usage) ? data.usage : objectAt(event, range);
       if (usage) {
-        this.usage = tokensOf(usage, operation.outputLimitField !== null);
+        this.usage = operation.usageOf(this.mergeUsage(usage));
         if (hideUsage) {
           const hidden = data === null ? event : withoutUsage(data);
           if (hidden === null) return null;
@@ -383,7 +407,7 @@ export class SseRelay {
       }
       if (out !== event) outText = latin1(out);
     }
-    if (!this.completed && operation.name === 'responses' && operation.terminalMarkers.some((marker) => holds(text, marker))) {
+    if (!this.completed && operation.endsWithNamedEvent && operation.terminalMarkers.some((marker) => holds(text, marker))) {
       this.completed = true;
     }
     // Output is counted on the text before the model is renamed: renaming a string value moves no key.
@@ -391,6 +415,26 @@ export class SseRelay {
     if (publicModel) out = replaceStringValue(out, MODEL_KEY, publicModel, outText);
     this.options.onEvent?.(out);
     return out;
+  }
+
+  /** An upstream event translated (null: the upstream's end), what it reported taken over. */
+  private translated(event: Buffer | null): Buffer | null {
+    const translate = this.options.translate!;
+    const out = event === null ? translate.end() : translate.event(event);
+    this.usage = translate.usage;
+    this.completed = translate.completed;
+    if (out !== null) this.countOutput(latin1(out));
+    return out;
+  }
+
+  /**
+   * The usage objects of the stream so far, merged: a Messages stream reports input in
+   * message_start and output in message_delta (whose input fields may be null: not a report).
+   */
+  private mergeUsage(usage: Record<string, unknown>): Record<string, unknown> {
+    if (this.usageFields === null) return (this.usageFields = usage);
+    for (const name in usage) if (usage[name] !== null) this.usageFields[name] = usage[name];
+    return this.usageFields;
   }
 
   private countOutput(text: string): void {

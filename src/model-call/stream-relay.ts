@@ -1,13 +1,13 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { upstreamError, type ApiError } from '../http/errors.js';
-import { SseRelay } from './sse-relay.js';
+import { SseRelay, type EventTranslator } from './sse-relay.js';
 import type { Attempt } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { mapUpstreamFailure } from './upstream-errors.js';
 import type { Metered, ModelCall } from './model-call.js';
 
 /** The last event of a stream the upstream broke off: the OpenAI SDKs raise it as an APIError. */
-const errorEvent = (error: ApiError) => `data: ${JSON.stringify(error.toBody())}\n\n`;
+const openAiErrorEvent = (error: ApiError) => `data: ${JSON.stringify(error.toBody())}\n\n`;
 
 const EVENT_STREAM = /^text\/event-stream\b/i;
 
@@ -19,6 +19,10 @@ export interface StreamOptions {
   /** Runs once when the stream completed in full; returns the bytes it stored. */
   onComplete?: () => number;
   headers?: Record<string, string>;
+  /** The last event of a stream the upstream broke off, in the route's API (default OpenAI's). */
+  errorEvent?: (error: ApiError) => string;
+  /** The upstream's events rebuilt in the route's API (src/model-call/sse-relay.ts). */
+  translate?: EventTranslator;
 }
 
 /**
@@ -43,13 +47,14 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     call.observeUpstream(attempt, failure.code);
     request.log.warn({ model: model.id, upstream: attempt.target.label, error_code: failure.code }, message);
     upstream.destroy();
-    relay.endWith(errorEvent(failure));
+    relay.endWith((options.errorEvent ?? openAiErrorEvent)(failure));
   };
   const relay: SseRelay = new SseRelay(
     {
       operation: call.operation,
+      translate: options.translate,
       hideUsage: options.hideUsage,
-      publicModel: call.model.idJson,
+      publicModel: call.answerModel,
       maxEventBytes: ctx.config.upstream.max_sse_event_bytes,
       onEvent: options.onEvent,
       onFirstByte: () => traffic.timeToFirstByte.observe({ ...labels, stream: 'true' }, reply.elapsedTime / 1000),

@@ -6,7 +6,6 @@ import type { CallSignal } from './call-signal.js';
 import { echoResponse } from './echo-provider.js';
 import { upstreamError } from '../http/errors.js';
 import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from './model-registry.js';
-import type { Operation } from '../core/operations.js';
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 import { sendWhole } from './whole-reply.js';
 import type { UpstreamResponse } from './upstream-response.js';
@@ -18,6 +17,8 @@ export interface CallOptions {
   signal: CallSignal;
   /** A reply that is not a stream is read whole, up to this many bytes (`UpstreamResponse.whole`). */
   wholeLimit?: number;
+  /** Headers of the client's request the upstream needs (`anthropic-version`, `anthropic-beta`). */
+  headers?: Record<string, string>;
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -91,9 +92,9 @@ export interface TargetRequest {
 
 /** One HTTP request to one backend. Rejects on a network failure or timeout; any HTTP status resolves. */
 export async function sendToTarget(target: HttpTarget, request: TargetRequest, options: CallOptions): Promise<UpstreamResponse> {
-  const headers: Record<string, string> = { accept: request.accept, 'x-request-id': options.requestId };
+  const headers: Record<string, string> = { ...options.headers, accept: request.accept, 'x-request-id': options.requestId };
   if (request.contentType) headers['content-type'] = request.contentType;
-  if (target.authorization) headers.authorization = target.authorization;
+  if (target.credential) headers[target.credential.name] = target.credential.value;
   const dispatch = {
     method: request.method ?? 'POST',
     path: upstreamPath(target, request.path),
@@ -110,7 +111,7 @@ export async function sendToTarget(target: HttpTarget, request: TargetRequest, o
 /** One model request to one target (the echo provider answers chat in process). */
 export async function callTarget(
   target: Target,
-  operation: Operation,
+  path: string,
   publicModel: string,
   body: Record<string, unknown>,
   options: CallOptions,
@@ -119,7 +120,7 @@ export async function callTarget(
   return sendToTarget(
     target,
     {
-      path: operation.path,
+      path,
       body: JSON.stringify(body),
       contentType: 'application/json',
       accept: options.stream ? 'text/event-stream' : 'application/json',

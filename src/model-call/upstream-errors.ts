@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { ApiError, upstreamError, upstreamTimeout, upstreamUnavailable, type ErrorType } from '../http/errors.js';
+import { ApiError, upstreamError, upstreamOverloaded, upstreamTimeout, upstreamUnavailable, type ErrorType } from '../http/errors.js';
 
 /** Why the gateway itself aborted an upstream request (the AbortSignal reason). */
 export class ClientGone extends Error {
@@ -67,11 +67,12 @@ function upstreamMessage(bodyText: string): { message?: string; code?: string; p
 }
 
 /**
- * Maps a non-2xx backend answer: 5xx is a 502; a 401/403 means the gateway's own upstream
+ * Maps a non-2xx backend answer: 5xx is a 502 (Anthropic's 529 "overloaded" stays a 529); a 401/403 means the gateway's own upstream
  * credentials are wrong, which is not the client's fault, so it is a 502 as well; any other
  * 4xx keeps its status and the backend's message (429 stays 429, with its Retry-After).
  */
 export function mapUpstreamStatus(status: number, headers: IncomingHttpHeaders, bodyText: string): ApiError {
+  if (status === 529) return upstreamOverloaded(Number(headers['retry-after']) || 1);
   if (status >= 500 || status < 400) return upstreamError(`The model backend failed (HTTP ${status}).`);
   if (status === 401 || status === 403) return upstreamError('The model backend refused the gateway\'s credentials.');
   const { type, code } = typeOfStatus(status);

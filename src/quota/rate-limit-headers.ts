@@ -87,3 +87,22 @@ export function managementLimitHeaders(decision: ManagementDecision, windowSecon
     ratelimit: `"management";r=${decision.remaining};t=${seconds(decision.resetMs)}`,
   };
 }
+
+/**
+ * Anthropic's names for the same windows (`anthropic-ratelimit-*`, reset as an RFC 3339 time), sent
+ * beside nova's own on Messages requests so Anthropic's tools read them.
+ */
+export function anthropicRateLimitHeaders(decision: Admitted, nowMs: number): Record<string, string> {
+  const { policy } = decision;
+  const headers: Record<string, string> = {
+    'anthropic-ratelimit-requests-limit': String(policy.requests_per_minute),
+    'anthropic-ratelimit-requests-remaining': String(decision.remaining),
+    'anthropic-ratelimit-requests-reset': new Date(nowMs + Math.max(0, decision.resetMs)).toISOString(),
+  };
+  if (policy.tokens_per_minute !== null) {
+    headers['anthropic-ratelimit-tokens-limit'] = String(policy.tokens_per_minute);
+    headers['anthropic-ratelimit-tokens-remaining'] = String(decision.tokensRemaining);
+    headers['anthropic-ratelimit-tokens-reset'] = new Date(nowMs + Math.max(0, decision.tokensResetMs)).toISOString();
+  }
+  return headers;
+}

@@ -1,6 +1,7 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { estimatePromptTokens, tokenOperationOf, type ModelWork } from '../core/operations.js';
 import { costOf, pricingFrom, type Pricing } from '../core/pricing.js';
+import { ModelNames } from '../core/model-names.js';
 
 /** What a model request is charged at admission, before it has used anything. */
 export interface Charge {
@@ -48,9 +49,11 @@ interface ModelLimits {
  */
 export class RequestCharges {
   private readonly models = new Map<string, ModelLimits>();
+  private readonly names: ModelNames;
   private readonly defaultMaxOutput: number;
 
   constructor(config: GatewayConfig) {
+    this.names = new ModelNames(config.models);
     this.defaultMaxOutput = config.rate_limits.default_max_output_tokens;
     for (const model of config.models) {
       this.models.set(model.id, {
@@ -67,7 +70,8 @@ export class RequestCharges {
    */
   of(work: ModelWork, body: unknown, historyTokens = 0): Charge {
     const fields = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
-    const model = typeof fields.model === 'string' ? this.models.get(fields.model) : undefined;
+    const id = typeof fields.model === 'string' ? this.names.resolve(fields.model) : undefined;
+    const model = id === undefined ? undefined : this.models.get(id);
     const pricing = model?.pricing ?? null;
     const operation = tokenOperationOf(work);
     if (!operation) return { tokens: 0, rateTokens: 0, promptTokens: 0, addedOutputLimit: null, cost: 0, pricing };

@@ -5,7 +5,8 @@ import type { Admitted } from '../quota/admission.js';
 import { budgetPeriodsAt } from '../quota/budget-periods.js';
 import { QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge } from '../quota/request-charge.js';
-import { managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
+import { anthropicRateLimitHeaders, managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
+import { speaksAnthropic } from '../http/anthropic-errors.js';
 
 /**
  * Runs right after authentication on every /v1 request: one admission decision (the model policy
@@ -29,6 +30,7 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     request.charge = charge;
     const decision = await ctx.admission.admit(projectId, charge);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
+    if (speaksAnthropic(request)) reply.headers(anthropicRateLimitHeaders(decision, ctx.now()));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now());
     const metrics = ctx.metrics.quota;
     metrics.requestInFlight(projectId, true);
@@ -58,10 +60,10 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
   if (clientGone) reply.hijack();
 }
 
-/** The model a JSON body names, when it is one of ours (a client's unknown name is not a usage group). */
+/** The configured model a JSON body names (by id or alias); null for a client's unknown name, which is not a usage group. */
 function configuredModelOf(ctx: AppContext, body: unknown): string | null {
   const named = body !== null && typeof body === 'object' ? (body as { model?: unknown }).model : undefined;
-  return typeof named === 'string' && ctx.models.get(named) !== undefined ? named : null;
+  return typeof named === 'string' ? (ctx.models.resolve(named)?.id ?? null) : null;
 }
 
 /** The 429 of a refused model request: it names the limit that refused (code and message). */

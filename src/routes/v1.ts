@@ -3,6 +3,7 @@ import type { AppContext } from './app-context.js';
 import { apiKeyRoutes } from './management/api-keys.js';
 import { admitRequest } from './admission-hook.js';
 import { closeIfBodyUnread } from '../auth/unread-body.js';
+import { presentedKey } from '../auth/presented-key.js';
 import { projectRoutes } from './management/projects.js';
 import { assetRoutes } from './management/assets.js';
 import { audioSpeechRoutes } from './model-traffic/audio-speech.js';
@@ -14,17 +15,22 @@ import { conversationRoutes } from './management/conversations.js';
 import { modelRoutes } from './management/models.js';
 import { completionRoutes } from './model-traffic/completions.js';
 import { responseRoutes } from './model-traffic/responses.js';
+import { messagesRoutes } from './model-traffic/messages.js';
 
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
   app.decorateRequest('principal', null);
   app.decorateRequest('reservation', null);
   app.decorateRequest('charge', null);
+  // Model routes take long agent sessions (a coding agent's history grows each turn): their own body limit.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.modelCall?.traffic === 'model' && route.bodyLimit === undefined) route.bodyLimit = ctx.config.server.model_body_limit_bytes;
+  });
   // onRequest: the key is checked on the headers, before any body byte is read or parsed, so a
   // client without a valid key costs no body work (README.md, "Operations at a glance").
   app.addHook('onRequest', async (request, reply) => {
     try {
-      request.principal = await ctx.authenticator.authenticate(request.headers.authorization, request.ip);
+      request.principal = await ctx.authenticator.authenticate(presentedKey(request.headers), request.ip);
     } catch (refusal) {
       closeIfBodyUnread(reply);
       throw refusal;
@@ -45,6 +51,7 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   await app.register(chatRoutes, { ctx });
   await app.register(completionRoutes, { ctx });
   await app.register(responseRoutes, { ctx });
+  await app.register(messagesRoutes, { ctx });
   await app.register(conversationRoutes, { ctx });
   await app.register(modelRoutes, { ctx });
 };

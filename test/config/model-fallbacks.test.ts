@@ -20,7 +20,7 @@ describe('models[].fallbacks and conversations config', () => {
     expect(config.conversations).toEqual({ retention_seconds: 3600, max_messages: 1000, store_default: false, max_bytes_per_project: 52_428_800 });
     const registry = new ModelRegistry(config.models, { K: 'secret' });
     const targets = registry.get('m')!.targets;
-    expect(targets.map((target) => (target.kind === 'http' ? [target.label, upstreamPath(target, '/chat/completions'), target.upstreamModel, target.timeoutMs, target.authorization] : []))).toEqual([
+    expect(targets.map((target) => (target.kind === 'http' ? [target.label, upstreamPath(target, '/chat/completions'), target.upstreamModel, target.timeoutMs, target.credential?.value] : []))).toEqual([
       ['a:8000', '/v1/chat/completions', 'real-name', 5000, undefined],
       ['b:8000', '/v1/chat/completions?x=1', 'real-name', 5000, undefined],
       ['c', '/v1/chat/completions', 'other', 5000, 'Bearer secret'],
