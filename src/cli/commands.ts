@@ -42,7 +42,8 @@ interface UsageMeasures {
   start_time: string;
   end_time: string;
   requests: number;
-  tokens: { prompt: number; completion: number; total: number };
+  /** The parts (cached_prompt, …) are missing from a gateway older than them. */
+  tokens: { prompt: number; completion: number; total: number; cached_prompt?: number; cache_write?: number; reasoning?: number };
   image_generations: number;
   audio_seconds: number;
   cost?: number;
@@ -251,13 +252,16 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
       // bucket_width is the width of the rows; granularity only the resolution the gateway kept the window at.
       const shape = usage.bucket_width ? `${usage.bucket_width} buckets; ` : 'total; ';
       const header = `usage of ${projectId} from ${usage.start_time} to ${usage.end_time} (${shape}stored per ${usage.granularity})\n`;
-      const columns = ['start', 'requests', 'prompt tokens', 'completion tokens', 'total tokens', 'images', 'audio s'];
+      const columns = ['start', 'requests', 'prompt tokens', 'completion tokens', 'total tokens', 'cached prompt', 'cache write', 'reasoning', 'images', 'audio s'];
       const row = (start: string, u: UsageMeasures): Cell[] => [
         start,
         u.requests,
         u.tokens.prompt,
         u.tokens.completion,
         u.tokens.total,
+        u.tokens.cached_prompt ?? 0,
+        u.tokens.cache_write ?? 0,
+        u.tokens.reasoning ?? 0,
         u.image_generations,
         u.audio_seconds,
       ];

@@ -7,6 +7,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 export class UsageMetrics {
   readonly requests: Counter<string>;
   readonly tokens: Counter<string>;
+  readonly tokenDetails: Counter<string>;
   readonly images: Counter<string>;
   readonly audioSeconds: Counter<string>;
   readonly cost: Counter<string>;
@@ -37,6 +38,14 @@ export class UsageMetrics {
     this.tokens = new Counter({
       name: 'nova_usage_tokens_total',
       help: 'Model tokens by type (prompt, completion) and model, as reported by the upstream.',
+      labelNames: [...project, 'gen_ai_request_model', 'type'],
+      registers: [registry],
+    });
+    // A metric of its own: its types are parts of the prompt and completion tokens, and a sum over
+    // every type of nova_usage_tokens_total (the chart's per-project panel) must stay the total.
+    this.tokenDetails = new Counter({
+      name: 'nova_usage_token_details_total',
+      help: 'Parts of the model tokens by type and model: cached_prompt and cache_write (of prompt), reasoning (of completion).',
       labelNames: [...project, 'gen_ai_request_model', 'type'],
       registers: [registry],
     });

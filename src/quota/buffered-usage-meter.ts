@@ -92,6 +92,9 @@ export class BufferedUsageMeter implements UsageMeter {
           audioMs: counts.audioMs,
           costMicros,
           costAtto,
+          cachedPromptTokens: counts.cachedPromptTokens,
+          cacheWriteTokens: counts.cacheWriteTokens,
+          reasoningTokens: counts.reasoningTokens,
         },
         storageBytesDelta,
         model: usage.model ?? null,
@@ -240,6 +243,10 @@ export class BufferedUsageMeter implements UsageMeter {
     const model = event.model ?? 'none';
     if (counts.promptTokens) metrics.tokens.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'prompt' }), counts.promptTokens);
     if (counts.completionTokens) metrics.tokens.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'completion' }), counts.completionTokens);
+    const details = metrics.tokenDetails;
+    if (counts.cachedPromptTokens) details.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'cached_prompt' }), counts.cachedPromptTokens);
+    if (counts.cacheWriteTokens) details.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'cache_write' }), counts.cacheWriteTokens);
+    if (counts.reasoningTokens) details.inc(metrics.project(projectId, { gen_ai_request_model: model, type: 'reasoning' }), counts.reasoningTokens);
     const byModel = metrics.project(projectId, { gen_ai_request_model: model });
     if (counts.imageGenerations) metrics.images.inc(byModel, counts.imageGenerations);
     if (counts.audioMs) metrics.audioSeconds.inc(byModel, counts.audioMs / 1000);

@@ -10,8 +10,15 @@ export interface UsageRecord {
   model?: string | null;
   /** Admitted requests; set by admission (1), not by routes. */
   requests?: number;
+  /** All input processed, the cached and cache-write tokens included. */
   promptTokens?: number;
   completionTokens?: number;
+  /** Of promptTokens, read from the upstream's prompt cache. */
+  cachedPromptTokens?: number;
+  /** Of promptTokens, written to the upstream's prompt cache. */
+  cacheWriteTokens?: number;
+  /** Of completionTokens, spent on reasoning. */
+  reasoningTokens?: number;
   imageGenerations?: number;
   audioSeconds?: number;
   /** Change in what the project stores (conversations, transcripts, metadata), in bytes. */

@@ -9,6 +9,10 @@ export const USAGE_CAPS = {
   requests: 1,
   promptTokens: 1_000_000_000,
   completionTokens: 1_000_000_000,
+  /** Parts of promptTokens / completionTokens: also at most their whole. */
+  cachedPromptTokens: 1_000_000_000,
+  cacheWriteTokens: 1_000_000_000,
+  reasoningTokens: 1_000_000_000,
   imageGenerations: 100_000,
   /** Seconds: 30 days of audio. */
   audioSeconds: 30 * 86_400,
@@ -50,7 +54,9 @@ export interface ValidUsage {
  * The numbers of a record as the store may add them: counts are non-negative integers
  * under their cap, audio seconds and cost non-negative finite numbers under theirs, the
  * storage change an integer within its cap either way. Anything else (1e300, NaN, -3, 1.5
- * tokens, a string) is refused value by value, so one bad number never costs the others.
+ * tokens, a string) is refused value by value, so one bad number never costs the others. The
+ * cached, cache-write and reasoning tokens are parts of the prompt and completion tokens: parts that
+ * add up to more than their whole are refused, so no bucket shows more cached tokens than prompt tokens.
  */
 export function validUsage(record: UsageRecord): ValidUsage {
   const invalid: InvalidUsageValue[] = [];
@@ -60,13 +66,31 @@ export function validUsage(record: UsageRecord): ValidUsage {
     invalid.push({ field, value });
     return 0;
   };
+  const promptTokens = take('promptTokens', record.promptTokens, true);
+  const completionTokens = take('completionTokens', record.completionTokens, true);
+  let cachedPromptTokens = take('cachedPromptTokens', record.cachedPromptTokens, true);
+  let cacheWriteTokens = take('cacheWriteTokens', record.cacheWriteTokens, true);
+  let reasoningTokens = take('reasoningTokens', record.reasoningTokens, true);
+  if (cachedPromptTokens + cacheWriteTokens > promptTokens) {
+    // Which part is wrong cannot be told: both go.
+    if (cachedPromptTokens > 0) invalid.push({ field: 'cachedPromptTokens', value: cachedPromptTokens });
+    if (cacheWriteTokens > 0) invalid.push({ field: 'cacheWriteTokens', value: cacheWriteTokens });
+    cachedPromptTokens = cacheWriteTokens = 0;
+  }
+  if (reasoningTokens > completionTokens) {
+    invalid.push({ field: 'reasoningTokens', value: reasoningTokens });
+    reasoningTokens = 0;
+  }
   return {
     counts: {
       requests: take('requests', record.requests, true),
-      promptTokens: take('promptTokens', record.promptTokens, true),
-      completionTokens: take('completionTokens', record.completionTokens, true),
+      promptTokens,
+      completionTokens,
       imageGenerations: take('imageGenerations', record.imageGenerations, true),
       audioMs: Math.round(take('audioSeconds', record.audioSeconds, false) * 1000),
+      cachedPromptTokens,
+      cacheWriteTokens,
+      reasoningTokens,
     },
     cost: take('cost', record.cost, false),
     storageBytesDelta: take('storageBytesDelta', record.storageBytesDelta, true, true),

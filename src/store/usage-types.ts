@@ -19,6 +19,12 @@ export interface UsageCounts {
   costMicros: number;
   /** The rest of the cost in 1e-18 dollars (below ATTO_PER_MICRO per event; sums may exceed it). */
   costAtto: number;
+  /** Of promptTokens, read from the upstream's prompt cache. */
+  cachedPromptTokens: number;
+  /** Of promptTokens, written to the upstream's prompt cache. */
+  cacheWriteTokens: number;
+  /** Of completionTokens, spent on reasoning. */
+  reasoningTokens: number;
 }
 
 /** How a bucket is split: not at all, per public model id, per API key id. */
@@ -114,6 +120,9 @@ export const emptyCounts = (): UsageCounts => ({
   audioMs: 0,
   costMicros: 0,
   costAtto: 0,
+  cachedPromptTokens: 0,
+  cacheWriteTokens: 0,
+  reasoningTokens: 0,
 });
 
 export function addCounts(into: UsageCounts, from: UsageCounts): UsageCounts {
@@ -124,6 +133,9 @@ export function addCounts(into: UsageCounts, from: UsageCounts): UsageCounts {
   into.audioMs += from.audioMs;
   into.costMicros += from.costMicros;
   into.costAtto += from.costAtto;
+  into.cachedPromptTokens += from.cachedPromptTokens;
+  into.cacheWriteTokens += from.cacheWriteTokens;
+  into.reasoningTokens += from.reasoningTokens;
   return into;
 }
 

@@ -124,7 +124,7 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(run.code).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(new RegExp(`^usage of ${projectId} from \\S+ to \\S+ \\(1h buckets; stored per minute\\)$`));
-    expect(lines[1]).toMatch(/^start\s+requests\s+prompt tokens\s+completion tokens\s+total tokens\s+images\s+audio s$/);
+    expect(lines[1]).toMatch(/^start\s+requests\s+prompt tokens\s+completion tokens\s+total tokens\s+cached prompt\s+cache write\s+reasoning\s+images\s+audio s$/);
     const total = lines.find((line) => line.startsWith('total'))!.split(/\s+/);
     // The CLI's own usage read is admitted too, so it may count one more request than the JSON read did.
     expect(Number(total[1])).toBeGreaterThanOrEqual(json.requests);

@@ -286,7 +286,7 @@ usage:
     await client.responses.create({ model: 'agent-1', input: 'Hi' }); // 9 + 4
     for await (const event of await client.responses.create({ model: 'agent-1', input: 'Hi', stream: true })) void event; // 9 + 4
     const usage = await usageOf(project, (seen) => seen.requests >= 4 && seen.tokens.total >= 46);
-    expect(usage.tokens).toEqual({ prompt: 35, completion: 11, total: 46 });
+    expect(usage.tokens).toEqual({ prompt: 35, completion: 11, total: 46, cached_prompt: 0, cache_write: 0, reasoning: 0 });
   });
 
   it('never sends an unasked usage chunk, of LiteLLM\'s shape either, and counts its tokens once', async () => {
@@ -303,7 +303,7 @@ usage:
     await usageOf(project, (seen) => seen.tokens.total > 0);
     // Three more flush intervals: a second count would have landed by now.
     await sleep(300);
-    expect((await usageOf(project, () => true)).tokens).toEqual({ prompt: 9, completion: 4, total: 13 });
+    expect((await usageOf(project, () => true)).tokens).toEqual({ prompt: 9, completion: 4, total: 13, cached_prompt: 0, cache_write: 0, reasoning: 0 });
   });
 
   it('stores nothing for a chat without store; store: true keeps tool calls and results, and DELETE frees the bytes', async () => {
@@ -355,6 +355,6 @@ usage:
 
 interface UsageView {
   requests: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: { prompt: number; completion: number; total: number; cached_prompt: number; cache_write: number; reasoning: number };
   storage_bytes: number;
 }

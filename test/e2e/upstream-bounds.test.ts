@@ -142,7 +142,7 @@ redis:
       const response = await fetch(`${gateway.url}/v1/projects/${own.projectId}/usage?start_time=${start}`, { headers: own.auth });
       return ((await response.json()) as { tokens: { prompt: number; completion: number } }).tokens;
     };
-    await expect.poll(readUsage, { timeout: 5000 }).toEqual({ prompt: 4 + 17, completion: 4 + 4096, total: 8 + 17 + 4096 });
+    await expect.poll(readUsage, { timeout: 5000 }).toEqual({ prompt: 4 + 17, completion: 4 + 4096, total: 8 + 17 + 4096, cached_prompt: 0, cache_write: 0, reasoning: 0 });
   });
 
   async function metricValue(series: string): Promise<number> {

@@ -85,12 +85,17 @@ describe('/metrics on the main port (METRICS_PORT=0) and without the project lab
       expect((await burst([t.app], project, 3)).admitted).toBe(2);
       const tokens = (text: string, type: string) => sample(text, 'nova_usage_tokens_total', { gen_ai_request_model: 'echo-1', type });
       const before = (await t.app.inject({ url: '/metrics' })).body;
-      t.ctx.usage.record({ projectId: project.projectId, requestId: 'req_x', model: 'echo-1', promptTokens: 4, completionTokens: 6, cost: 0.25 });
+      t.ctx.usage.record({ projectId: project.projectId, requestId: 'req_x', model: 'echo-1', promptTokens: 4, completionTokens: 6, cachedPromptTokens: 3, reasoningTokens: 2, cost: 0.25 });
       const response = await t.app.inject({ url: '/metrics' });
       expect(response.statusCode).toBe(200);
       const text = response.body;
       expect(tokens(text, 'prompt') - tokens(before, 'prompt')).toBe(4);
       expect(tokens(text, 'completion') - tokens(before, 'completion')).toBe(6);
+      // The parts have a metric of their own: a sum over the types of nova_usage_tokens_total stays the total.
+      expect(tokens(text, 'cached_prompt')).toBe(0);
+      const details = (type: string) => sample(text, 'nova_usage_token_details_total', { gen_ai_request_model: 'echo-1', type });
+      expect(details('cached_prompt')).toBe(3);
+      expect(details('reasoning')).toBe(2);
       expect(sample(text, 'nova_usage_requests_total')).toBe(2);
       expect(sample(text, 'nova_rate_limit_refusals_total', { limit: 'requests' })).toBe(1);
       expect(sample(text, 'nova_usage_cost_dollars_total', { gen_ai_request_model: 'echo-1' })).toBe(0.25);

@@ -9,7 +9,7 @@ import { readUsage } from '../../src/routes/management/usage-query.js';
 import { createRedisClient, waitUntilReady } from '../../src/store/redis/connect.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/types.js';
-import { HOUR_MS, type UsageStore } from '../../src/store/usage-types.js';
+import { emptyCounts, HOUR_MS, MINUTE_MS, type UsageStore } from '../../src/store/usage-types.js';
 import { createQuotaStore, QUOTA_STORE_KINDS, type QuotaStoreKind } from '../support/quota-stores.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import type { UsageAnswer, UsageGroupRow } from '../support/usage-answer.js';
@@ -88,6 +88,21 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
     }
   });
 
+  it('refuses cached or reasoning tokens that exceed their whole, and keeps the rest of the record', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const metrics = new Metrics({ defaultMetrics: false });
+    const meter = meterOn(store.usage, metrics);
+    meter.record({ projectId, requestId: 'r1', model: 'm', promptTokens: 10, completionTokens: 5, cachedPromptTokens: 8, cacheWriteTokens: 4, reasoningTokens: 6 });
+    meter.record({ projectId, requestId: 'r2', model: 'm', promptTokens: 10, completionTokens: 5, cachedPromptTokens: 2.5, cacheWriteTokens: 3, reasoningTokens: 5 });
+    await meter.close();
+    const usage = await read(store.usage, projectId, {});
+    expect(usage.tokens).toEqual({ prompt: 20, completion: 10, total: 30, cached_prompt: 0, cache_write: 3, reasoning: 5 });
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="cachedPromptTokens"\} 2\b/);
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="cacheWriteTokens"\} 1\b/);
+    expect(text).toMatch(/nova_usage_invalid_values_total\{field="reasoningTokens"\} 1\b/);
+  });
+
   it('refuses a bad number alone: 1e300 tokens leave the other records of the batch counted, and the refusal is counted', async () => {
     const projectId = `proj_${randomBase62(12)}`;
     const metrics = new Metrics({ defaultMetrics: false });
@@ -132,7 +147,7 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
       projectId,
       eventId: id,
       atMs: Date.now(),
-      counts: { requests: 1, promptTokens: 0, completionTokens: 0, imageGenerations: 0, audioMs: 0, costMicros: 0, costAtto: 0 },
+      counts: { ...emptyCounts(), requests: 1 },
       storageBytesDelta: 0,
       model: null,
       apiKeyId: null,
@@ -205,3 +220,28 @@ describe('usage reads are bounded', () => {
     await store.close();
   });
 });
+
+describe('usage buckets written before the cache and reasoning tokens', () => {
+  it('read as before, the new measures 0, and take the new measures on their next write', async () => {
+    const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
+    await waitUntilReady(client, 5000);
+    const prefix = `o${randomBase62(8)}`;
+    const store = new RedisStore(client, prefix);
+    const projectId = `proj_${randomBase62(12)}`;
+    const minute = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
+    // What apply-usage.lua wrote before: `r,pt,ct,img,aud,cu,ca` per bucket.
+    for (const [unit, start] of [['m', minute], ['h', Math.floor(minute / HOUR_MS) * HOUR_MS]] as const) {
+      await client.hset(`${prefix}:{${projectId}}:usage:${unit}:all`, `${start}|`, '2,30,12,0,0,7,500');
+      await client.zadd(`${prefix}:{${projectId}}:usage:${unit}:all:idx`, start, `${start}|`);
+    }
+    expect((await read(store.usage, projectId, {})).tokens).toEqual({ prompt: 30, completion: 12, total: 42, cached_prompt: 0, cache_write: 0, reasoning: 0 });
+    const meter = meterOn(store.usage);
+    meter.record({ projectId, requestId: 'new', model: 'm', promptTokens: 10, completionTokens: 4, cachedPromptTokens: 6, cacheWriteTokens: 1, reasoningTokens: 2, atMs: minute });
+    await meter.close();
+    const after = await read(store.usage, projectId, {});
+    expect(after.tokens).toEqual({ prompt: 40, completion: 16, total: 56, cached_prompt: 6, cache_write: 1, reasoning: 2 });
+    expect(after.cost).toBeCloseTo(7e-6, 12);
+    await store.close();
+  });
+});
+

@@ -1,7 +1,8 @@
 /** The usage endpoint's answer as tests read it (README "Usage"). */
 export interface UsageMeasures {
   requests: number;
-  tokens: { prompt: number; completion: number; total: number };
+  /** cached_prompt and cache_write are parts of prompt, reasoning of completion. */
+  tokens: { prompt: number; completion: number; total: number; cached_prompt: number; cache_write: number; reasoning: number };
   image_generations: number;
   audio_seconds: number;
   cost: number;

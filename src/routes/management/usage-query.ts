@@ -42,7 +42,14 @@ const iso = (ms: number) => new Date(ms).toISOString();
 function view(counts: UsageCounts) {
   return {
     requests: counts.requests,
-    tokens: { prompt: counts.promptTokens, completion: counts.completionTokens, total: counts.promptTokens + counts.completionTokens },
+    tokens: {
+      prompt: counts.promptTokens,
+      completion: counts.completionTokens,
+      total: counts.promptTokens + counts.completionTokens,
+      cached_prompt: counts.cachedPromptTokens,
+      cache_write: counts.cacheWriteTokens,
+      reasoning: counts.reasoningTokens,
+    },
     image_generations: counts.imageGenerations,
     audio_seconds: counts.audioMs / 1000,
     cost: dollarsOf(counts),

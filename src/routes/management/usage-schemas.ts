@@ -14,7 +14,19 @@ export const UsageQuerySchema = Type.Object(
 
 const UsageMeasures = {
   requests: Type.Integer(),
-  tokens: Type.Object({ prompt: Type.Integer(), completion: Type.Integer(), total: Type.Integer() }),
+  tokens: Type.Object({
+    /** All input processed, cached reads and cache writes included. */
+    prompt: Type.Integer(),
+    /** Reasoning included. */
+    completion: Type.Integer(),
+    total: Type.Integer(),
+    /** Of prompt: read from the upstream's prompt cache. */
+    cached_prompt: Type.Integer(),
+    /** Of prompt: written to the upstream's prompt cache. */
+    cache_write: Type.Integer(),
+    /** Of completion: spent on reasoning. */
+    reasoning: Type.Integer(),
+  }),
   image_generations: Type.Integer(),
   audio_seconds: Type.Number(),
   /** Dollars, from the pricing of the targets that served the requests. */

@@ -127,11 +127,23 @@ export class RedisUsageStore implements UsageStore {
       const member = String(reply[i]);
       const bar = member.indexOf('|');
       const group = member.slice(bar + 1);
-      const [r, pt, ct, img, aud, cu, ca] = String(reply[i + 1]).split(',').map(Number) as number[];
+      // A bucket written before the cache and reasoning tokens existed holds only the first seven: the rest read 0.
+      const [r = 0, pt = 0, ct = 0, img = 0, aud = 0, cu = 0, ca = 0, cpt = 0, cwt = 0, rt = 0] = String(reply[i + 1]).split(',').map(Number);
       out.push({
         startMs: Number(member.slice(0, bar)),
         group: dimension === 'all' || group === '' ? null : group,
-        counts: { requests: r!, promptTokens: pt!, completionTokens: ct!, imageGenerations: img!, audioMs: aud!, costMicros: cu!, costAtto: ca! },
+        counts: {
+          requests: r,
+          promptTokens: pt,
+          completionTokens: ct,
+          imageGenerations: img,
+          audioMs: aud,
+          costMicros: cu,
+          costAtto: ca,
+          cachedPromptTokens: cpt,
+          cacheWriteTokens: cwt,
+          reasoningTokens: rt,
+        },
       });
     }
     return out;
