@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { costOf } from '../core/pricing.js';
+import { costOf, reservedCostOf } from '../core/pricing.js';
+import type { TokenUsage } from '../core/operations.js';
 import type { FollowedReservation, QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge } from '../quota/request-charge.js';
 import { CallSignal } from './call-signal.js';
@@ -22,11 +23,6 @@ import { readBounded, sendToTarget } from './upstream-call.js';
 type Outcome = 'usage' | 'no_usage' | 'bound' | 'gone' | 'shutdown' | 'client_closed';
 
 const PENDING = new Set(['queued', 'in_progress']);
-
-interface Usage {
-  input: number;
-  output: number;
-}
 
 /** The request whose background response is followed. */
 export interface BackgroundCall {
@@ -55,7 +51,7 @@ interface Following {
 }
 
 /** The id, status and usage of a Responses API object; nulls for what is missing or malformed. */
-function responseStateOf(bytes: Buffer): { id: string | null; status: string | null; usage: Usage | null } {
+function responseStateOf(bytes: Buffer): { id: string | null; status: string | null; usage: TokenUsage | null } {
   let object: unknown;
   try {
     object = JSON.parse(bytes.toString('utf8'));
@@ -159,14 +155,14 @@ export class BackgroundResponses {
   }
 
   /** Charges the request once: the reservation's settlement and the usage record (the shape ModelCall.finish writes). */
-  private end(following: Following, outcome: Outcome, usage: Usage | null): void {
+  private end(following: Following, outcome: Outcome, usage: TokenUsage | null): void {
     this.following.delete(following);
     const { call, owned, responseId } = following;
     const { ctx } = this;
-    const prompt = usage ? usage.input : call.charge.promptTokens;
-    const completion = usage ? usage.output : call.charge.tokens - call.charge.promptTokens;
-    // As ModelCall.finish costs them: usage at the serving target's price, a reservation at the model's.
-    const cost = costOf(usage ? call.target.pricing : (call.charge.pricing ?? call.target.pricing), prompt, completion);
+    const prompt = usage ? usage.prompt_tokens : call.charge.promptTokens;
+    const completion = usage ? usage.completion_tokens : call.charge.tokens - call.charge.promptTokens;
+    // As ModelCall.finish costs them: usage at the serving target's prices, a reservation as admission costed it.
+    const cost = usage ? costOf(call.target.pricing, usage) : reservedCostOf(call.charge.pricing ?? call.target.pricing, prompt, completion);
     owned?.settle(prompt, completion, cost);
     // Its own part: the model call that relayed the queued reply already wrote the request's
     // "usage" report (with no tokens), and the usage meter keeps one report per part.
@@ -176,6 +172,9 @@ export class BackgroundResponses {
       model: call.model.id,
       promptTokens: prompt,
       completionTokens: completion,
+      cachedPromptTokens: usage?.cached_prompt_tokens,
+      cacheWriteTokens: usage?.cache_write_tokens,
+      reasoningTokens: usage?.reasoning_tokens,
       cost,
       storageBytesDelta: 0,
       part: 'background',

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { addLogFields } from '../http/access-log.js';
 import { ApiError } from '../http/errors.js';
 import type { ModelCallContext } from './model-call-context.js';
-import { costOf } from '../core/pricing.js';
+import { costOf, reservedCostOf } from '../core/pricing.js';
 import { USAGE_CAPS, withinCap } from '../quota/usage-validation.js';
 import type { RegisteredModel, Target } from './model-registry.js';
 import type { Operation, ReportedUsage, TokenUsage } from '../core/operations.js';
@@ -161,8 +161,9 @@ export class ModelCall {
   }
 
   /**
-   * What a call is charged: the reported usage, else its whole reservation (counted by why), or
-   * nothing. A reservation is a bound of what the upstream may charge (src/quota/request-charge.ts).
+   * What a call is charged: the reported usage (with its cached, cache-write and reasoning parts),
+   * else its whole reservation (counted by why; it has no parts), or nothing. A reservation is a
+   * bound of what the upstream may charge (src/quota/request-charge.ts).
    */
   private chargedTokens(usage: Metered): TokenUsage {
     if (!this.options.metersTokens || usage === 'nothing') return NOTHING;
@@ -179,9 +180,11 @@ export class ModelCall {
     this.finished = true;
     const charged = this.chargedTokens(outcome.usage);
     const result = { ...outcome, promptTokens: charged.prompt_tokens, completionTokens: charged.completion_tokens };
-    // A reservation is costed at the model's price; reported usage at the target's that served it.
-    const pricing = typeof outcome.usage === 'object' ? result.attempt?.target.pricing : (this.request.charge?.pricing ?? result.attempt?.target.pricing);
-    const cost = costOf(pricing, result.promptTokens, result.completionTokens);
+    // Reported usage is costed at the prices of the target that served it, its cached and cache-write
+    // tokens at theirs; a reservation as admission costed it (src/quota/request-charge.ts), at the model's.
+    const reported = typeof outcome.usage === 'object';
+    const pricing = reported ? result.attempt?.target.pricing : (this.request.charge?.pricing ?? result.attempt?.target.pricing);
+    const cost = reported ? costOf(pricing, charged) : reservedCostOf(pricing, result.promptTokens, result.completionTokens);
     this.request.reservation?.settle(result.promptTokens, result.completionTokens, cost);
     const { ctx, model } = this;
     ctx.usage.record({
@@ -190,6 +193,9 @@ export class ModelCall {
       model: model.id,
       promptTokens: result.promptTokens,
       completionTokens: result.completionTokens,
+      cachedPromptTokens: charged.cached_prompt_tokens,
+      cacheWriteTokens: charged.cache_write_tokens,
+      reasoningTokens: charged.reasoning_tokens,
       cost,
       storageBytesDelta: result.storageBytes,
     });

@@ -63,7 +63,7 @@ export function reportedTokens(reply: Record<string, unknown>): { promptTokens?:
 /** What a resource reply cost at the target that served it, with its reported tokens. */
 export function resourceUsage(reply: Record<string, unknown>, target: Target) {
   const tokens = reportedTokens(reply);
-  return { ...tokens, cost: costOf(target.pricing, tokens.promptTokens ?? 0, tokens.completionTokens ?? 0) };
+  return { ...tokens, cost: costOf(target.pricing, { prompt_tokens: tokens.promptTokens ?? 0, completion_tokens: tokens.completionTokens ?? 0 }) };
 }
 
 /** The whole upstream reply as bytes (speech audio, transcripts), bounded; one cut short is a 502, as on the chat path (whole-reply.ts). */

@@ -1,5 +1,5 @@
 import { UPSTREAM_ID_PATTERN } from '../core/ids.js';
-import { tokensOf } from '../core/operations.js';
+import { tokensOf, type TokenUsage } from '../core/operations.js';
 import { USAGE_CAPS } from '../quota/usage-validation.js';
 import type { ResponseOwner } from '../store/response-types.js';
 import { StoreUnavailableError, type Store } from '../store/types.js';
@@ -25,11 +25,11 @@ export async function responseHistoryTokens(ctx: { store: Store }, projectId: st
   }
 }
 
-/** A Responses API usage object's counts, or null when one is missing or not a whole number a usage record takes (tokensOf). */
-export function responseUsageOf(usage: unknown): { input: number; output: number } | null {
+/** A Responses API usage object's counts (its cached and reasoning parts too), or null when one is missing or not a whole number a usage record takes (tokensOf). */
+export function responseUsageOf(usage: unknown): TokenUsage | null {
   const tokens = tokensOf(usage);
   if (typeof tokens !== 'object' || tokens.prompt_tokens > USAGE_CAPS.promptTokens || tokens.completion_tokens > USAGE_CAPS.completionTokens) return null;
-  return { input: tokens.prompt_tokens, output: tokens.completion_tokens };
+  return tokens;
 }
 
 /** Adds a finished response's tokens to its owner record (nothing when it was not stored or is gone). */

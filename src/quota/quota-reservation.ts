@@ -1,6 +1,6 @@
 import type { Reservation } from '../store/quota-types.js';
 import type { Charge } from './request-charge.js';
-import { costOf } from '../core/pricing.js';
+import { reservedCostOf } from '../core/pricing.js';
 import { USAGE_CAPS, withinCap } from './usage-validation.js';
 
 /** How long a response that ended may wait for its route to report usage before the reservation is settled as charged. */
@@ -50,9 +50,10 @@ export class QuotaReservation {
   }
 
   /**
-   * `cost`: what the target that served it charges (default: at the model's price). The numbers come
-   * from the upstream's usage: each is charged as the usage record takes it (validUsage), a value out
-   * of range as 0, so that no upstream can make a settlement fail, wrap a counter or drain a budget.
+   * `cost`: what the target that served it charges (default: as the reservation was costed, at the
+   * model's price). The numbers come from the upstream's usage: each is charged as the usage record
+   * takes it (validUsage), a value out of range as 0, so that no upstream can make a settlement fail,
+   * wrap a counter or drain a budget.
    */
   settle(promptTokens: number, completionTokens: number, cost?: number): void {
     if (this.state === 'held' || this.state === 'metering') {
@@ -76,7 +77,8 @@ export class QuotaReservation {
     this.state = 'settled';
     const prompt = withinCap(promptTokens, USAGE_CAPS.promptTokens, true);
     const completion = withinCap(completionTokens, USAGE_CAPS.completionTokens, true);
-    const charged = cost === undefined ? costOf(this.charge.pricing, prompt, completion) : withinCap(cost, USAGE_CAPS.cost, false);
+    // No cost: a reservation charged as reserved (or nothing), costed as admission costed it.
+    const charged = cost === undefined ? reservedCostOf(this.charge.pricing, prompt, completion) : withinCap(cost, USAGE_CAPS.cost, false);
     this.settler.settle(this.projectId, this.reservation, { tokens: prompt + completion, cost: charged }, this.charge.tokens);
   }
 

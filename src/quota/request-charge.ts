@@ -1,6 +1,6 @@
 import type { GatewayConfig } from '../config/gateway-config.js';
 import { estimatePromptTokens, tokenOperationOf, type ModelWork } from '../core/operations.js';
-import { costOf, pricingFrom, type Pricing } from '../core/pricing.js';
+import { pricingFrom, reservedCostOf, type Pricing } from '../core/pricing.js';
 import { ModelNames } from '../core/model-names.js';
 
 /** What a model request is charged at admission, before it has used anything. */
@@ -12,7 +12,7 @@ export interface Charge {
   promptTokens: number;
   /** The output limit (per choice) to add to the request sent upstream: the client named none; null when it did. */
   addedOutputLimit: number | null;
-  /** The cost of `tokens` (0 without pricing). */
+  /** The most `tokens` may cost (0 without pricing): the prompt at the dearest input price, cache writes included. */
   cost: number;
   /** The model's price: what the reservation is costed at, and the real usage when no target priced it. */
   pricing: Pricing | null;
@@ -85,7 +85,7 @@ export class RequestCharges {
       rateTokens: promptTokens + rateOutput,
       promptTokens,
       addedOutputLimit,
-      cost: costOf(pricing, promptTokens, output),
+      cost: reservedCostOf(pricing, promptTokens, output),
       pricing,
     };
   }

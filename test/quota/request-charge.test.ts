@@ -72,6 +72,21 @@ describe('the charge of a request: a bound of what the upstream may charge for i
     expect(small.rateTokens).toBe(small.tokens);
   });
 
+  it('costs the reservation with every prompt token at the dearest input price, so a cache write cannot outrun a cost budget', () => {
+    const priced = new RequestCharges(
+      defaultConfig({
+        models: [
+          { id: 'plain', upstream: 'http://127.0.0.1:1/v1', pricing: { input_per_million: 2, output_per_million: 8 } },
+          { id: 'writes', upstream: 'http://127.0.0.1:1/v1', pricing: { input_per_million: 3, output_per_million: 15, cached_input_per_million: 0.3, cache_write_per_million: 3.75 } },
+        ],
+      }),
+    );
+    const plain = priced.of('chat', { model: 'plain', messages: [], max_tokens: 100 });
+    expect(plain.cost).toBeCloseTo((plain.promptTokens * 2 + 100 * 8) / 1e6, 15);
+    const writes = priced.of('chat', { model: 'writes', messages: [], max_tokens: 100 });
+    expect(writes.cost).toBeCloseTo((writes.promptTokens * 3.75 + 100 * 15) / 1e6, 15);
+  });
+
   it('never estimates a text below its UTF-8 bytes, in any script', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary' }), (text) => {

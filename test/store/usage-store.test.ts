@@ -54,7 +54,7 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
       if (i % 10 === 9) continue; // a request that never reached a model (a management route)
       const promptTokens = 1 + ((i * 7919) % 4000);
       const completionTokens = (i * 104_729) % 1500;
-      const cost = costOf(pricing[i % 3], promptTokens, completionTokens);
+      const cost = costOf(pricing[i % 3], { prompt_tokens: promptTokens, completion_tokens: completionTokens });
       expectedCost += (promptTokens * pricing[i % 3]!.inputPerMillion + completionTokens * pricing[i % 3]!.outputPerMillion) / 1e6;
       expectedPrompt += promptTokens;
       meter.record({ projectId, requestId, model: models[i % 3], promptTokens, completionTokens, cost });
@@ -84,6 +84,56 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
         expect(groups.find((row) => row.model === 'gpt-a')!.requests).toBe(180);
       } else {
         expect(groups.map((row) => [row.api_key, row.requests])).toEqual([['key_one', 300], ['key_two', 300]]);
+      }
+    }
+  });
+
+  it('sums cached, cache-write and reasoning tokens in the totals, every group and every bucket, and costs them at their prices', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const pricing = { inputPerMillion: 3, outputPerMillion: 15, cachedInputPerMillion: 0.3, cacheWritePerMillion: 3.75 };
+    const models = ['claude-a', 'gpt-b'];
+    const expected = { prompt: 0, completion: 0, cached: 0, written: 0, reasoning: 0, cost: 0 };
+    for (let i = 0; i < 40; i++) {
+      const requestId = `req_${i}`;
+      meter.record({ projectId, requestId, apiKeyId: `key_${i % 2}`, requests: 1, part: 'request' });
+      const usage = { prompt_tokens: 1000 + i, completion_tokens: 200 + i, cached_prompt_tokens: 10 * i, cache_write_tokens: i % 4 === 0 ? 500 : 0, reasoning_tokens: 3 * i };
+      const cost = costOf(pricing, usage);
+      expected.prompt += usage.prompt_tokens;
+      expected.completion += usage.completion_tokens;
+      expected.cached += usage.cached_prompt_tokens;
+      expected.written += usage.cache_write_tokens;
+      expected.reasoning += usage.reasoning_tokens;
+      expected.cost += cost;
+      meter.record({
+        projectId,
+        requestId,
+        model: models[i % 2],
+        promptTokens: usage.prompt_tokens,
+        completionTokens: usage.completion_tokens,
+        cachedPromptTokens: usage.cached_prompt_tokens,
+        cacheWriteTokens: usage.cache_write_tokens,
+        reasoningTokens: usage.reasoning_tokens,
+        cost,
+      });
+    }
+    await meter.close();
+    const total = await read(store.usage, projectId, {});
+    expect(total.tokens).toEqual({
+      prompt: expected.prompt,
+      completion: expected.completion,
+      total: expected.prompt + expected.completion,
+      cached_prompt: expected.cached,
+      cache_write: expected.written,
+      reasoning: expected.reasoning,
+    });
+    expect(total.cost).toBeCloseTo(expected.cost, 12);
+    for (const groupBy of ['model', 'api_key'] as const) {
+      const grouped = await read(store.usage, projectId, { groupBy, bucketWidth: '1m' });
+      for (const field of ['cached_prompt', 'cache_write', 'reasoning'] as const) {
+        expect(grouped.groups!.reduce((sum, row) => sum + row.tokens[field], 0)).toBe(total.tokens[field]);
+        expect(grouped.buckets!.reduce((sum, bucket) => sum + bucket.tokens[field], 0)).toBe(total.tokens[field]);
+        for (const bucket of grouped.buckets!) expect(bucket.groups!.reduce((sum, row) => sum + row.tokens[field], 0)).toBe(bucket.tokens[field]);
       }
     }
   });

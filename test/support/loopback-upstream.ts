@@ -34,6 +34,8 @@ export interface UpstreamBehavior {
   /** Streams: always end with a usage chunk shaped the way LiteLLM sends it, asked or not. */
   litellmUsage?: boolean;
   promptTokens?: number;
+  /** Chat and completions usage: add `prompt_tokens_details.cached_tokens` / `completion_tokens_details.reasoning_tokens`. */
+  usageDetails?: { cached_tokens?: number; reasoning_tokens?: number };
   /** Seconds of speech /audio/speech returns (a real WAV of that length). */
   speechSeconds?: number;
   /** Whether /audio/transcriptions reports `duration` (verbose_json does upstream). */
@@ -314,7 +316,11 @@ export class LoopbackUpstream {
 
   private usage(behavior: UpstreamBehavior, completion: number) {
     const prompt = behavior.promptTokens ?? 7;
-    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+    const usage: Json = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+    const details = behavior.usageDetails;
+    if (details?.cached_tokens !== undefined) usage.prompt_tokens_details = { cached_tokens: details.cached_tokens, audio_tokens: 0 };
+    if (details?.reasoning_tokens !== undefined) usage.completion_tokens_details = { reasoning_tokens: details.reasoning_tokens, audio_tokens: 0 };
+    return usage;
   }
 
   private async chat(response: ServerResponse, recorded: UpstreamRequest, behavior: UpstreamBehavior): Promise<void> {

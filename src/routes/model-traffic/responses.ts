@@ -36,7 +36,7 @@ const answers = { 200: OpenAiObject, ...errorResponses, 502: ErrorResponse, 504:
 /** A response's input + output tokens from the bytes that carry its usage (a reply, a `response.completed` event). */
 function historyTokensIn(bytes: Buffer): number | undefined {
   const usage = responseUsageOf(lastObjectValue(bytes, USAGE_KEY));
-  return usage ? usage.input + usage.output : undefined;
+  return usage ? usage.prompt_tokens + usage.completion_tokens : undefined;
 }
 
 /**
