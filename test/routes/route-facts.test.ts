@@ -21,7 +21,7 @@ describe('route facts', () => {
   beforeAll(async () => {
     upstream = await LoopbackUpstream.start();
     const config = defaultConfig({
-      models: [{ id: 'm', upstream: upstream.baseUrl(), endpoints: ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning'] }],
+      models: [{ id: 'm', upstream: upstream.baseUrl(), endpoints: ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'fine_tuning', 'messages'] }],
       defaults: { rate_limits: { requests_per_minute: MODEL_RPM, burst_limit: 0 } },
       rate_limits: { management_requests_per_minute: MANAGEMENT_RPM },
     });
@@ -69,7 +69,7 @@ describe('route facts', () => {
         ...(body ? { payload: body.payload } : {}),
       });
     const json = {
-      payload: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], prompt: 'hi', input: 'hi', voice: 'alloy', training_file: 'file-abc' }),
+      payload: JSON.stringify({ model: 'm', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }], prompt: 'hi', input: 'hi', voice: 'alloy', training_file: 'file-abc' }),
       contentType: 'application/json',
     };
     for (const route of routes) {
@@ -98,10 +98,12 @@ describe('route facts', () => {
         'POST /v1/embeddings',
         'POST /v1/fine_tuning/jobs',
         'POST /v1/images/generations',
+        'POST /v1/messages',
         'POST /v1/responses',
       ].sort(),
     );
-    expect(modelPolicy.sort()).toEqual(reached);
+    // count_tokens is model traffic (it counts as a request), answered by the gateway's estimate for an OpenAI-compatible model.
+    expect(modelPolicy.sort()).toEqual([...reached, 'POST /v1/messages/count_tokens'].sort());
   });
 
   it('a route that calls an upstream without declaring its facts is refused by the model call itself', async () => {

@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
-import { modelNotFound, projectMismatch } from '../../http/errors.js';
+import { invalidParameter, modelNotFound, projectMismatch } from '../../http/errors.js';
+import type { FastifyReply } from 'fastify';
 import { errorResponses, Nullable, ProjectIdParam } from '../../http/schemas.js';
 import type { RegisteredModel } from '../../model-call/model-registry.js';
 import { principalOf } from '../principal-of-request.js';
@@ -36,13 +37,64 @@ function modelView(model: RegisteredModel, includeLimits: boolean) {
   };
 }
 
+/** OpenAI's list shape, so SDKs and tools that list models first work unchanged. */
+function openAiModelList(ctx: AppContext) {
+  return {
+    object: 'list' as const,
+    data: ctx.models.list().map((model) => ({
+      id: model.id,
+      object: 'model' as const,
+      created: ctx.models.created,
+      owned_by: model.ownedBy,
+      endpoints: model.endpoints,
+    })),
+  };
+}
+
+/** Anthropic's model object: its SDKs' `models.list` and `models.retrieve` read these. */
+function anthropicModel(ctx: AppContext, id: string) {
+  return { type: 'model', id, display_name: id, created_at: new Date(ctx.models.created * 1000).toISOString() };
+}
+
+const ANTHROPIC_PAGE_MAX = 1000;
+
+/** A page of Anthropic's model list (`limit`, `after_id`, `before_id`), in config order. */
+function anthropicModelPage(ctx: AppContext, query: unknown) {
+  const fields = (query ?? {}) as Record<string, unknown>;
+  const limitText = fields.limit ?? '20';
+  const limit = Number(limitText);
+  if (typeof limitText !== 'string' || !Number.isInteger(limit) || limit < 1 || limit > ANTHROPIC_PAGE_MAX) {
+    throw invalidParameter(`limit must be an integer from 1 to ${ANTHROPIC_PAGE_MAX}.`, 'limit');
+  }
+  const ids = ctx.models.list().map((model) => model.id);
+  const at = (name: string) => {
+    const value = fields[name];
+    if (value === undefined) return undefined;
+    const index = typeof value === 'string' ? ids.indexOf(value) : -1;
+    if (index === -1) throw invalidParameter(`${name} names no model of the list.`, name);
+    return index;
+  };
+  const after = at('after_id');
+  const before = at('before_id');
+  let start = after === undefined ? 0 : after + 1;
+  let end = before === undefined ? ids.length : before;
+  // before_id pages backwards: the models just before it.
+  if (before !== undefined && after === undefined) start = Math.max(0, end - limit);
+  else end = Math.min(end, start + limit);
+  const page = ids.slice(start, Math.max(start, end));
+  const hasMore = before !== undefined && after === undefined ? start > 0 : start + page.length < (before ?? ids.length);
+  return { data: page.map((id) => anthropicModel(ctx, id)), has_more: hasMore, first_id: page[0] ?? null, last_id: page.at(-1) ?? null };
+}
+
+/** Sent as written: the routes' response schemas describe OpenAI's shapes. */
+const sendAnthropic = (reply: FastifyReply, body: unknown) => reply.type('application/json').send(JSON.stringify(body));
+
 export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
-  // OpenAI's own list shape, so SDKs and tools that list models first work unchanged.
   app.get(
     '/v1/models',
     {
       schema: {
-        summary: 'List the models available to the project, in OpenAI\'s shape',
+        summary: "List the models available to the project, in OpenAI's shape (Anthropic's with an anthropic-version header)",
         response: {
           200: Type.Object({
             object: Type.Literal('list'),
@@ -60,16 +112,10 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
         },
       },
     },
-    async () => ({
-      object: 'list' as const,
-      data: ctx.models.list().map((model) => ({
-        id: model.id,
-        object: 'model' as const,
-        created: ctx.models.created,
-        owned_by: model.ownedBy,
-        endpoints: model.endpoints,
-      })),
-    }),
+    async (request, reply) => {
+      if (request.headers['anthropic-version'] !== undefined) return sendAnthropic(reply, anthropicModelPage(ctx, request.query));
+      return openAiModelList(ctx);
+    },
   );
 
   // A wildcard, as model ids may contain "/" (meta-llama/Llama-3.1-8B-Instruct), sent encoded or not.
@@ -83,12 +129,14 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
         response: { 200: envelopeSchema(ModelFields), ...errorResponses },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { projectId } = principalOf(request);
       const { include_limits: includeLimits = false, project_id: queried } = request.query;
       if (queried !== undefined && queried !== projectId) throw projectMismatch();
-      const model = ctx.models.get(request.params['*']);
+      const name = request.params['*'];
+      const model = ctx.models.resolve(name);
       if (!model) throw modelNotFound('model_id');
+      if (request.headers['anthropic-version'] !== undefined) return sendAnthropic(reply, anthropicModel(ctx, name));
       const { id, ...fields } = modelView(model, includeLimits);
       return envelope(id, fields);
     },
