@@ -69,6 +69,8 @@ export interface MessagesRequest {
   headers: IncomingMessage['headers'];
   /** The JSON body parsed; {} for none, another type or one that does not parse. */
   body: Record<string, unknown>;
+  /** Date.now() when the request arrived (retry tests measure the gaps). */
+  receivedAt: number;
   /** The client side closed the connection before the response was complete. */
   aborted: boolean;
   completed: boolean;
@@ -207,6 +209,7 @@ export class MessagesUpstream {
       query: Object.fromEntries(new URLSearchParams(search)),
       headers: request.headers,
       body: parseJson(Buffer.concat(chunks)),
+      receivedAt: Date.now(),
       aborted: false,
       completed: false,
       closed: false,
