@@ -27,6 +27,8 @@ export interface Operation {
   terminalMarkers: ByteToken[];
   /** The stream ends with a named event (terminalMarkers) rather than `data: [DONE]`. */
   endsWithNamedEvent: boolean;
+  /** Markers of stream events whose usage is only a first part (merged, not yet charged): Messages' message_start. */
+  partialUsageMarkers?: ByteToken[];
   /** The tokens of the upstream's usage object (a stream's usage objects merged, later values winning). */
   usageOf: (usage: unknown) => ReportedUsage;
   /** Request fields the upstream turns into tokens: their bytes bound the prompt (estimateTokens). */
@@ -106,6 +108,8 @@ export const OPERATIONS: Record<OperationName, Operation> = {
     outputKeys: [key('text'), key('partial_json'), key('thinking')],
     terminalMarkers: [ByteToken.of('"message_stop"')],
     endsWithNamedEvent: true,
+    // Its input counts and a first output count: a stream cut before message_delta has not reported its output.
+    partialUsageMarkers: [ByteToken.of('"message_start"')],
     usageOf: (usage) => anthropicTokensOf(usage),
     promptFields: ['system', 'messages', 'tools', 'tool_choice'],
     outputLimitField: 'max_tokens',

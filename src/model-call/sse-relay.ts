@@ -48,6 +48,8 @@ export interface SseRelayOptions {
   onOversize?: () => void;
   /** Runs after the last event passed through and before the response ends (stores the conversation). */
   beforeEnd?: () => Promise<void>;
+  /** The upstream ended its stream before the terminal event: the last event to send the client (an error), or null. */
+  onIncompleteEnd?: () => Buffer | null;
 }
 
 /*
@@ -270,6 +272,10 @@ export class SseRelay {
       const closing = this.translated(null);
       if (closing) this.forward(closing);
     }
+    if (!this.stopped && !this.completed) {
+      const last = this.options.onIncompleteEnd?.();
+      if (last) this.forward(last);
+    }
     // The last events leave with the end of the response: one write.
     const end = () => void (this.outgoing.length > 0 ? this.sink.end(this.takeOutgoing()) : this.sink.end());
     const beforeEnd = this.options.beforeEnd;
@@ -396,7 +402,8 @@ export class SseRelay {
       const data = range !== null && hideUsage ? parseEventData(event) : null;
       const usage = data !== null && isObject(data.usage) ? data.usage : objectAt(event, range);
       if (usage) {
-        this.usage = operation.usageOf(this.mergeUsage(usage));
+        const merged = this.mergeUsage(usage);
+        if (!operation.partialUsageMarkers?.some((marker) => holds(text, marker))) this.usage = operation.usageOf(merged);
         if (hideUsage) {
           const hidden = data === null ? event : withoutUsage(data);
           if (hidden === null) return null;

@@ -19,7 +19,11 @@ export interface StreamOptions {
   /** Runs once when the stream completed in full; returns the bytes it stored. */
   onComplete?: () => number;
   headers?: Record<string, string>;
-  /** The last event of a stream the upstream broke off, in the route's API (default OpenAI's). */
+  /**
+   * The last event of a stream the upstream broke off, in the route's API (default OpenAI's). Given,
+   * it also ends a stream the upstream ended before its terminal event, which a client of that API
+   * would otherwise take as complete.
+   */
   errorEvent?: (error: ApiError) => string;
   /** The upstream's events rebuilt in the route's API (src/model-call/sse-relay.ts). */
   translate?: EventTranslator;
@@ -53,6 +57,9 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
     {
       operation: call.operation,
       translate: options.translate,
+      onIncompleteEnd: options.errorEvent
+        ? () => Buffer.from(options.errorEvent!(upstreamError('The model backend ended the stream before its last event.')))
+        : undefined,
       hideUsage: options.hideUsage,
       publicModel: call.answerModel,
       maxEventBytes: ctx.config.upstream.max_sse_event_bytes,

@@ -281,10 +281,26 @@ describe('SseRelay', () => {
     const completed =
       'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_1","model":"up","output":[],"usage":{"input_tokens":7,"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0}}}}\n\n';
     const { relay: r, text } = await relay(`${created}${delta}${delta}${completed}`, { hide: false, operation: 'responses', publicModel: 'pub', splitEvery: 13 });
-    expect(r.usage).toEqual({ prompt_tokens: 7, completion_tokens: 5 });
+    expect(r.usage).toEqual({ prompt_tokens: 7, completion_tokens: 5, reasoning_tokens: 0 });
     expect(r.outputEvents).toBe(2);
     expect(r.completed).toBe(true);
     expect(text).toBe(`${created}${delta}${delta}${completed}`.replaceAll('"model":"up"', '"model":"pub"'));
+  });
+
+  it('reads a Messages stream usage from message_start merged with the last message_delta, and only then', async () => {
+    const start =
+      'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","model":"up","content":[],"usage":{"input_tokens":7,"cache_read_input_tokens":20,"cache_creation_input_tokens":3,"output_tokens":1}}}\n\n';
+    const delta = 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n';
+    const end = 'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":null,"output_tokens":9}}\n\n';
+    const stop = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+    const whole = await relay(`${start}${delta}${end}${stop}`, { hide: false, operation: 'messages', publicModel: 'pub', splitEvery: 17 });
+    expect(whole.relay.usage).toEqual({ prompt_tokens: 30, completion_tokens: 9, cached_prompt_tokens: 20, cache_write_tokens: 3 });
+    expect(whole.relay.completed).toBe(true);
+    expect(whole.text).toBe(`${start}${delta}${end}${stop}`.replace('"model":"up"', '"model":"pub"'));
+    // Cut before message_delta: message_start's first output count is not the call's usage.
+    const cut = await relay(`${start}${delta}`, { hide: false, operation: 'messages', publicModel: 'pub', splitEvery: 17 });
+    expect(cut.relay.usage).toBeNull();
+    expect(cut.relay.completed).toBe(false);
   });
 
   it('stops at an event larger than the limit, whether it arrives whole or in pieces', async () => {
