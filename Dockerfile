@@ -16,7 +16,8 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: tsc needs no install script (and the slim image has no compiler for optional native add-ons).
-RUN npm ci --ignore-scripts --no-audit --no-fund
+# --omit=optional: tsc needs no platform package either (Claude Code's, a test client, is ~400 MB).
+RUN npm ci --ignore-scripts --omit=optional --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/build-if-stale.mjs ./scripts/
 COPY src ./src
