@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /* global process, console, URL */
 // The Python tools of the tests (test/python-requirements.txt: schemathesis for
-// test/e2e/openapi-fuzz.test.ts, the official openai SDK for test/e2e/python-sdk.test.ts), in a
-// virtualenv made on first use and kept in the user's cache, named after a hash of the requirements
+// test/e2e/openapi-fuzz.test.ts, the official openai and anthropic SDKs for test/e2e/python-sdk.test.ts
+// and test/e2e/python-anthropic-sdk.test.ts), in a virtualenv made on first use and kept in the user's cache, named after a hash of the requirements
 // and of the Python it was made with: `npm test` needs only python3 (with its venv module).
 // Plain JavaScript: .ci/run runs it (`node scripts/python-tools.mjs`) before npm ci.
 //
@@ -170,7 +170,7 @@ export function pythonTools() {
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   try {
     const tools = await ensurePythonTools();
-    const versions = spawnSync(tools.python, ['-c', 'import importlib.metadata as m; print(*(f"{p} {m.version(p)}" for p in ("schemathesis", "openai")), sep=", ")'], {
+    const versions = spawnSync(tools.python, ['-c', 'import importlib.metadata as m; print(*(f"{p} {m.version(p)}" for p in ("schemathesis", "openai", "anthropic")), sep=", ")'], {
       encoding: 'utf8',
     });
     if (versions.status !== 0) throw new Error(`the virtualenv ${tools.venv} does not import its tools:\n${versions.stderr}`);
