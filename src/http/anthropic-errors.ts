@@ -14,7 +14,8 @@ declare module 'fastify' {
  * SDK's own error classes.
  */
 export function speaksAnthropic(request: FastifyRequest): boolean {
-  return request.routeOptions.config?.anthropic === true || request.headers['anthropic-version'] !== undefined;
+  if (request.routeOptions.config?.anthropic === true) return true;
+  return request.headers['anthropic-version'] !== undefined && request.url.startsWith('/v1/');
 }
 
 /** Anthropic's error type of a gateway error: the SDKs pick their class by status, tools by type. */
