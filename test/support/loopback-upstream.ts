@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseJson, readBody, readTarget, ScenarioLoopbackServer } from './loopback-server.js';
 import { silentWav } from './wav.js';
 
 /**
@@ -103,93 +103,29 @@ interface Events {
 
 const data = (event: unknown) => `data: ${JSON.stringify(event)}\n\n`;
 
-export class LoopbackUpstream {
-  readonly requests: UpstreamRequest[] = [];
-  private readonly behaviors = new Map<string, UpstreamBehavior>();
-  private readonly sockets = new Set<Socket>();
-  private readonly waiters: Array<() => void> = [];
+export class LoopbackUpstream extends ScenarioLoopbackServer<UpstreamBehavior, UpstreamRequest> {
   private readonly stored = new Map<string, Json>();
   private sequence = 0;
 
-  private constructor(private readonly server: Server) {}
+  private constructor() {
+    super('loopback upstream');
+  }
 
   static async start(behaviors: Record<string, UpstreamBehavior> = {}): Promise<LoopbackUpstream> {
-    const server = createServer();
-    const upstream = new LoopbackUpstream(server);
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => void upstream.handle(request, response));
-    server.keepAliveTimeout = 60_000;
-    server.on('connection', (socket) => {
-      upstream.sockets.add(socket);
-      socket.once('close', () => upstream.sockets.delete(socket));
-    });
-    for (const [name, behavior] of Object.entries(behaviors)) upstream.set(name, behavior);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return upstream;
+    return new LoopbackUpstream().listen(behaviors);
   }
 
-  get port(): number {
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  /** The OpenAI base URL of a scenario, as a model's `upstream`. */
-  baseUrl(scenario = 'default'): string {
-    return `http://127.0.0.1:${this.port}/${scenario}/v1`;
-  }
-
-  set(scenario: string, behavior: UpstreamBehavior): void {
-    this.behaviors.set(scenario, behavior);
-  }
-
-  /** Changes some of a scenario's behaviour, keeping the rest. */
-  update(scenario: string, changes: UpstreamBehavior): void {
-    this.behaviors.set(scenario, { ...this.behaviors.get(scenario), ...changes });
-  }
-
-  requestsOf(scenario: string): UpstreamRequest[] {
-    return this.requests.filter((request) => request.scenario === scenario);
-  }
-
-  /** The requests to a route below `/v1` (`/chat/completions`), of any scenario. */
-  requestsTo(route: string): UpstreamRequest[] {
-    return this.requests.filter((request) => request.route === route);
-  }
-
-  /** Resolves when the recorded requests satisfy `predicate` (checked on every change). */
-  async waitFor(predicate: (requests: UpstreamRequest[]) => boolean, timeoutMs = 5000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(this.requests)) {
-      if (Date.now() > deadline) throw new Error('loopback upstream: condition not met in time');
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        setTimeout(resolve, 20);
-      });
-    }
-  }
-
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private changed(): void {
-    this.waiters.splice(0).forEach((resolve) => resolve());
-  }
-
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
-    const path = request.url ?? '/';
-    const segments = path.split('?')[0]!.split('/').filter(Boolean);
-    const scenario = segments[0] === 'v1' ? 'default' : (segments[0] ?? 'default');
+  protected async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const raw = await readBody(request);
+    const { path, scenario, route } = readTarget(request);
     const contentType = request.headers['content-type'] ?? '';
     const recorded: UpstreamRequest = {
       scenario,
       method: request.method ?? 'GET',
       path,
-      route: `/${segments.slice(segments.indexOf('v1') + 1).join('/')}`,
+      route,
       headers: request.headers,
-      body: contentType.startsWith('multipart/form-data') ? {} : parseJson(raw),
+      body: contentType.startsWith('multipart/form-data') ? {} : parseJson(raw.toString('utf8')),
       multipart: contentType.startsWith('multipart/form-data') ? parseMultipart(raw, contentType) : null,
       aborted: false,
       completed: false,
@@ -198,13 +134,7 @@ export class LoopbackUpstream {
       bytesWritten: 0,
       bytesFlushed: 0,
     };
-    this.requests.push(recorded);
-    response.once('close', () => {
-      if (!response.writableFinished) recorded.aborted = true;
-      recorded.closed = true;
-      this.changed();
-    });
-    this.changed();
+    this.record(recorded, response);
 
     const behavior = this.behaviors.get(scenario) ?? {};
     if (behavior.hang) return;
@@ -446,15 +376,6 @@ export class LoopbackUpstream {
     }
     if (inputItems) return this.send(response, recorded, behavior, 200, { object: 'list', data: [], first_id: null, last_id: null, has_more: false });
     this.send(response, recorded, behavior, 200, stored);
-  }
-}
-
-function parseJson(raw: Buffer): Json {
-  try {
-    const parsed: unknown = JSON.parse(raw.toString('utf8') || '{}');
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Json) : {};
-  } catch {
-    return {};
   }
 }
 

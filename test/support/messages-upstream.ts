@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseJson, readBody, readTarget, ScenarioLoopbackServer } from './loopback-server.js';
 import { PLAIN_ANSWER, WEATHER_ANSWER, words } from './loopback-upstream.js';
 
 /**
@@ -119,36 +119,15 @@ interface Block {
   whole: Json;
 }
 
-export class MessagesUpstream {
-  readonly requests: MessagesRequest[] = [];
-  private readonly behaviors = new Map<string, MessagesBehavior>();
-  private readonly sockets = new Set<Socket>();
-  private readonly waiters: Array<() => void> = [];
+export class MessagesUpstream extends ScenarioLoopbackServer<MessagesBehavior, MessagesRequest> {
   private sequence = 0;
 
-  private constructor(private readonly server: Server) {}
+  private constructor() {
+    super('messages upstream');
+  }
 
   static async start(behaviors: Record<string, MessagesBehavior> = {}): Promise<MessagesUpstream> {
-    const server = createServer();
-    const upstream = new MessagesUpstream(server);
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => void upstream.handle(request, response));
-    server.keepAliveTimeout = 60_000;
-    server.on('connection', (socket) => {
-      upstream.sockets.add(socket);
-      socket.once('close', () => upstream.sockets.delete(socket));
-    });
-    for (const [name, behavior] of Object.entries(behaviors)) upstream.set(name, behavior);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return upstream;
-  }
-
-  get port(): number {
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  /** The Messages base URL of a scenario (`/messages` is appended), as a model's `upstream`. */
-  baseUrl(scenario = 'default'): string {
-    return `http://127.0.0.1:${this.port}/${scenario}/v1`;
+    return new MessagesUpstream().listen(behaviors);
   }
 
   /** The origin, for clients (Claude Code's ANTHROPIC_BASE_URL) that append `/v1/messages` themselves. */
@@ -156,59 +135,17 @@ export class MessagesUpstream {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  set(scenario: string, behavior: MessagesBehavior): void {
-    this.behaviors.set(scenario, behavior);
-  }
-
-  /** Changes some of a scenario's behaviour, keeping the rest. */
-  update(scenario: string, changes: MessagesBehavior): void {
-    this.behaviors.set(scenario, { ...this.behaviors.get(scenario), ...changes });
-  }
-
-  requestsOf(scenario: string): MessagesRequest[] {
-    return this.requests.filter((request) => request.scenario === scenario);
-  }
-
-  /** The requests to a route below `/v1` (`/messages`), of any scenario. */
-  requestsTo(route: string): MessagesRequest[] {
-    return this.requests.filter((request) => request.route === route);
-  }
-
-  /** Resolves when the recorded requests satisfy `predicate` (checked on every change). */
-  async waitFor(predicate: (requests: MessagesRequest[]) => boolean, timeoutMs = 5000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(this.requests)) {
-      if (Date.now() > deadline) throw new Error('messages upstream: condition not met in time');
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        setTimeout(resolve, 20);
-      });
-    }
-  }
-
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private changed(): void {
-    this.waiters.splice(0).forEach((resolve) => resolve());
-  }
-
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const path = request.url ?? '/';
-    const [pathname, search = ''] = path.split('?') as [string, string?];
-    const segments = pathname.split('/').filter(Boolean);
+  protected async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const raw = await readBody(request);
+    const { path, scenario, route, query } = readTarget(request);
     const recorded: MessagesRequest = {
-      scenario: segments[0] === 'v1' ? 'default' : (segments[0] ?? 'default'),
+      scenario,
       method: request.method ?? 'GET',
       path,
-      route: `/${segments.slice(segments.indexOf('v1') + 1).join('/')}`,
-      query: Object.fromEntries(new URLSearchParams(search)),
+      route,
+      query,
       headers: request.headers,
-      body: parseJson(Buffer.concat(chunks)),
+      body: parseJson(raw.toString('utf8')),
       receivedAt: Date.now(),
       aborted: false,
       completed: false,
@@ -216,13 +153,7 @@ export class MessagesUpstream {
       deltasSent: 0,
       usage: null,
     };
-    this.requests.push(recorded);
-    response.once('close', () => {
-      if (!response.writableFinished) recorded.aborted = true;
-      recorded.closed = true;
-      this.changed();
-    });
-    this.changed();
+    this.record(recorded, response);
 
     const behavior = this.behaviors.get(recorded.scenario) ?? {};
     if (behavior.hang) return;
@@ -354,14 +285,5 @@ export class MessagesUpstream {
         response.end(event({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
         return;
     }
-  }
-}
-
-function parseJson(raw: Buffer): Json {
-  try {
-    const parsed: unknown = JSON.parse(raw.toString('utf8') || '{}');
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Json) : {};
-  } catch {
-    return {};
   }
 }

@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { LoopbackServer, parseJson, readBody, readTarget } from './loopback-server.js';
 
 /**
  * An OpenAI-compatible backend on a loopback port that charges the way vLLM does, for the tests of
@@ -132,38 +132,16 @@ export function tokensOfValue(value: unknown, countKeys: boolean): number {
 
 const positiveInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 
-export class VllmLikeUpstream {
-  readonly requests: ServedRequest[] = [];
-  private readonly scenarios = new Map<string, VllmScenario>();
-  private readonly sockets = new Set<Socket>();
+export class VllmLikeUpstream extends LoopbackServer<VllmScenario, ServedRequest> {
   private readonly stored = new Map<string, StoredResponse>();
   private sequence = 0;
 
-  private constructor(private readonly server: Server) {}
+  private constructor() {
+    super();
+  }
 
   static async start(scenarios: Record<string, VllmScenario> = {}): Promise<VllmLikeUpstream> {
-    const server = createServer();
-    const upstream = new VllmLikeUpstream(server);
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-      upstream.handle(request, response).catch(() => response.destroy());
-    });
-    server.keepAliveTimeout = 60_000;
-    server.on('connection', (socket) => {
-      upstream.sockets.add(socket);
-      socket.once('close', () => upstream.sockets.delete(socket));
-    });
-    for (const [name, scenario] of Object.entries(scenarios)) upstream.scenarios.set(name, scenario);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return upstream;
-  }
-
-  get port(): number {
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  /** The OpenAI base URL of a scenario, as a model's `upstream`. */
-  baseUrl(scenario = 'default'): string {
-    return `http://127.0.0.1:${this.port}/${scenario}/v1`;
+    return new VllmLikeUpstream().listen(scenarios);
   }
 
   /** The requests whose body contains `tag` (a test marks its requests with its own tag). */
@@ -194,19 +172,17 @@ export class VllmLikeUpstream {
     return this.requests.filter((request) => request.method === 'GET' && request.route === `/responses/${responseId}`).length;
   }
 
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  /** A request that fails here loses its connection, as a crashed backend's would. */
+  protected handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    return this.serve(request, response).catch(() => {
+      response.destroy();
+    });
   }
 
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks).toString('utf8');
-    const segments = (request.url ?? '/').split('?')[0]!.split('/').filter(Boolean);
-    const scenarioName = segments[0] === 'v1' ? 'default' : (segments[0] ?? 'default');
-    const scenario = this.scenarios.get(scenarioName) ?? {};
-    const route = `/${segments.slice(segments.indexOf('v1') + 1).join('/')}`;
+  private async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const raw = (await readBody(request)).toString('utf8');
+    const { scenario: scenarioName, route } = readTarget(request);
+    const scenario = this.behaviors.get(scenarioName) ?? {};
     const body = parseJson(raw);
     const method = request.method ?? 'GET';
     const previous = typeof body.previous_response_id === 'string' ? this.stored.get(body.previous_response_id) : undefined;
@@ -235,14 +211,9 @@ export class VllmLikeUpstream {
       aborted: false,
       closed: false,
     };
-    this.requests.push(recorded);
-    const gone = new Promise<void>((resolve) =>
-      response.once('close', () => {
-        if (!response.writableFinished) recorded.aborted = true;
-        recorded.closed = true;
-        resolve();
-      }),
-    );
+    this.record(recorded, response);
+    // After record's own listener: by the time this resolves the request is marked closed.
+    const gone = new Promise<void>((resolve) => response.once('close', () => resolve()));
 
     const stored = /^\/responses\/([^/]+)$/.exec(route);
     if (stored) return this.storedResponse(response, recorded, scenario, decodeURIComponent(stored[1]!));
@@ -369,7 +340,7 @@ export class VllmLikeUpstream {
       return sendJson(response, 200, { id, object: 'response', deleted: true });
     }
     if (recorded.method !== 'GET') return sendJson(response, 404, { error: { message: 'not supported', type: 'invalid_request_error' } });
-    const backgroundMs = this.scenarios.get(stored.scenario)?.backgroundMs ?? 1500;
+    const backgroundMs = this.behaviors.get(stored.scenario)?.backgroundMs ?? 1500;
     if (stored.background && Date.now() - stored.createdAt < backgroundMs) {
       const polls = this.pollsOf(id);
       return sendJson(response, 200, responseObject(stored, polls <= 1 ? 'queued' : 'in_progress', ''));
@@ -445,13 +416,4 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
   const json = JSON.stringify(body);
   response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
   response.end(json);
-}
-
-function parseJson(raw: string): Json {
-  try {
-    const parsed: unknown = JSON.parse(raw || '{}');
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Json) : {};
-  } catch {
-    return {};
-  }
 }
