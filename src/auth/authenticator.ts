@@ -1,8 +1,9 @@
 import { expiredApiKey, invalidApiKey, missingApiKey } from '../http/errors.js';
-import { StoreUnavailableError, type KeyPrincipal, type Store } from '../store/types.js';
+import { StoreUnavailableError, type Store } from '../store/types.js';
 import { hashSecret, isWellFormedSecret } from './key-format.js';
 import type { FailedAttempts } from './failed-attempts.js';
 import type { KeyCache } from './key-cache.js';
+import { withAccess, type AuthenticatedKey } from './key-access.js';
 
 const TOUCH_INTERVAL_MS = 60_000;
 
@@ -46,7 +47,7 @@ export class Authenticator {
     );
   }
 
-  async authenticate(secret: string | undefined, clientAddress: string): Promise<KeyPrincipal> {
+  async authenticate(secret: string | undefined, clientAddress: string): Promise<AuthenticatedKey> {
     if (secret === undefined) {
       this.events.failure('missing');
       throw missingApiKey();
@@ -78,9 +79,10 @@ export class Authenticator {
    * Asks the store; when it cannot answer, a key this replica has seen recently keeps
    * working (stale-if-error), so an outage does not lock out known clients.
    */
-  private async resolve(hash: string): Promise<KeyPrincipal | undefined> {
+  private async resolve(hash: string): Promise<AuthenticatedKey | undefined> {
     try {
-      const principal = (await this.options.store.apiKeys.resolve(hash)) ?? undefined;
+      const resolved = await this.options.store.apiKeys.resolve(hash);
+      const principal = resolved ? withAccess(resolved) : undefined;
       if (principal) this.options.cache.set(hash, principal);
       else this.options.cache.delete([hash]);
       return principal;
@@ -110,7 +112,7 @@ export class Authenticator {
   }
 
   /** last_used_at is written at most once a minute per key and replica, off the request path. */
-  private touch(principal: KeyPrincipal, now: number): void {
+  private touch(principal: AuthenticatedKey, now: number): void {
     const last = this.lastTouched.get(principal.keyId) ?? 0;
     if (now - last < TOUCH_INTERVAL_MS) return;
     this.lastTouched.set(principal.keyId, now);

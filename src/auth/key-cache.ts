@@ -1,8 +1,8 @@
 import { RecentMap } from '../core/recent-map.js';
-import type { KeyPrincipal } from '../store/types.js';
+import type { AuthenticatedKey } from './key-access.js';
 
 interface Entry {
-  principal: KeyPrincipal;
+  principal: AuthenticatedKey;
   storedAt: number;
   /** Set when invalidation messages may have been missed: revalidate before trusting it. */
   stale: boolean;
@@ -28,14 +28,14 @@ export class KeyCache {
   }
 
   /** A fresh entry: within its TTL and not marked stale. */
-  get(secretHash: string): KeyPrincipal | undefined {
+  get(secretHash: string): AuthenticatedKey | undefined {
     const entry = this.entries.get(secretHash);
     if (!entry || entry.stale || this.now() - entry.storedAt >= this.ttlMs) return undefined;
     return entry.principal;
   }
 
   /** Any entry not older than staleIfErrorMs: for when the store cannot be asked. */
-  getStale(secretHash: string): KeyPrincipal | undefined {
+  getStale(secretHash: string): AuthenticatedKey | undefined {
     const entry = this.entries.get(secretHash);
     if (!entry) return undefined;
     if (this.now() - entry.storedAt >= Math.max(this.ttlMs, this.staleIfErrorMs)) {
@@ -45,7 +45,7 @@ export class KeyCache {
     return entry.principal;
   }
 
-  set(secretHash: string, principal: KeyPrincipal): void {
+  set(secretHash: string, principal: AuthenticatedKey): void {
     if (this.ttlMs <= 0) return;
     this.entries.set(secretHash, { principal, storedAt: this.now(), stale: false });
   }

@@ -1,7 +1,7 @@
 import { CliError, type GatewayClient } from './gateway-client.js';
 import { type Cell, renderTable } from './table.js';
 
-export type Flags = Record<string, string | boolean | undefined>;
+export type Flags = Record<string, string | string[] | boolean | undefined>;
 
 export interface CommandContext {
   client: GatewayClient;
@@ -19,6 +19,10 @@ interface ApiKey {
   last_used_at: string | null;
   secret?: string;
   previous_secret_expires_at?: string | null;
+  /** Missing from a gateway older than them. */
+  models?: string[] | null;
+  scopes?: string[];
+  metadata?: Record<string, string>;
 }
 
 interface Project {
@@ -90,6 +94,42 @@ function choiceFlag<T extends string>(flags: Flags, name: string, allowed: reado
   }
   return raw as T;
 }
+
+/** A repeatable flag (--scope a --scope b); undefined when not given. */
+function listFlag(flags: Flags, name: string): string[] | undefined {
+  const raw = flags[name];
+  if (raw === undefined) return undefined;
+  return (Array.isArray(raw) ? raw : [String(raw)]).flatMap((value) => value.split(',')).filter((value) => value !== '');
+}
+
+/** --metadata owner=ana --metadata team=search: a map; a value without `=` is wrong usage. */
+function metadataFlag(flags: Flags): Record<string, string> | undefined {
+  const entries = listFlag(flags, 'metadata');
+  if (entries === undefined) return undefined;
+  return Object.fromEntries(
+    entries.map((entry) => {
+      const at = entry.indexOf('=');
+      if (at < 1) throw new CliError(`--metadata takes key=value (got ${JSON.stringify(entry)})`, 2);
+      return [entry.slice(0, at), entry.slice(at + 1)];
+    }),
+  );
+}
+
+/** The key fields of `keys create` and `keys update`, as the gateway takes them. */
+function keyFields(flags: Flags) {
+  const models = flags['all-models'] ? null : listFlag(flags, 'model');
+  return { scopes: listFlag(flags, 'scope'), models, metadata: metadataFlag(flags) };
+}
+
+const keyLines = (key: ApiKey) =>
+  [
+    `API key ${key.id} (${key.name})`,
+    `  key:        ${key.redacted_value}`,
+    `  scopes:     ${key.scopes?.join(', ') || '-'}`,
+    `  models:     ${key.models === null || key.models === undefined ? 'all' : key.models.join(', ') || '-'}`,
+    `  metadata:   ${Object.entries(key.metadata ?? {}).map(([name, value]) => `${name}=${value}`).join(', ') || '-'}`,
+    `  expires_at: ${key.expires_at ?? '-'}`,
+  ].join('\n') + '\n';
 
 function query(params: Record<string, string | number | undefined>): string {
   const search = new URLSearchParams();
@@ -191,11 +231,34 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
     show(context, reply, () => `deleted project ${id}\n`);
   },
 
+  // With the admin token through the admin API; with only the project's key through its own route,
+  // where the new key gets the creating key's scopes and models unless told (docs/api.md).
   async 'keys create'(context) {
     const projectId = arg(context, 0, 'project_id');
     const name = arg(context, 1, 'name');
-    const key = await context.client.call<ApiKey>('admin', 'POST', `/admin/v1/projects/${encodeURIComponent(projectId)}/api-keys`, { name });
+    const body = { name, ...keyFields(context.flags), expires_at: stringFlag(context.flags, 'expires-at') };
+    const key =
+      context.client.has('admin') || !context.client.has('project')
+        ? await context.client.call<ApiKey>('admin', 'POST', `/admin/v1/projects/${encodeURIComponent(projectId)}/api-keys`, body)
+        : await context.client.call<ApiKey>('project', 'POST', '/v1/api-keys', { ...body, project_id: projectId });
     show(context, key, () => `created API key ${key.id} (${key.name}) in ${projectId}\n${secretLines(key)}`);
+  },
+
+  async 'keys get'(context) {
+    const keyId = arg(context, 0, 'api_key_id');
+    const key = await context.client.call<ApiKey>('project', 'GET', `/v1/api-keys/${encodeURIComponent(keyId)}`);
+    show(context, key, () => keyLines(key));
+  },
+
+  async 'keys update'(context) {
+    const keyId = arg(context, 0, 'api_key_id');
+    const expires = stringFlag(context.flags, 'expires-at');
+    const body = { name: stringFlag(context.flags, 'name'), ...keyFields(context.flags), expires_at: expires === 'never' ? null : expires };
+    if (Object.values(body).every((value) => value === undefined)) {
+      throw new CliError('keys update needs a change: --name, --scope, --model, --all-models, --metadata or --expires-at', 2);
+    }
+    const key = await context.client.call<ApiKey>('project', 'PATCH', `/v1/api-keys/${encodeURIComponent(keyId)}`, body);
+    show(context, key, () => `updated ${keyLines(key)}`);
   },
 
   async 'keys list'(context) {

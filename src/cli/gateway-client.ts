@@ -63,6 +63,11 @@ export class GatewayClient {
     this.base = url.href.replace(/\/+$/, '');
   }
 
+  /** Whether the credential was given (flag or env). */
+  has(credential: Credential): boolean {
+    return Boolean(credential === 'admin' ? this.settings.adminToken : this.settings.apiKey);
+  }
+
   async call<T>(credential: Credential, method: string, path: string, body?: unknown): Promise<T> {
     const { flag, env, what } = CREDENTIALS[credential];
     const secret = credential === 'admin' ? this.settings.adminToken : this.settings.apiKey;
@@ -101,7 +106,9 @@ export class GatewayClient {
     const { message = text.slice(0, 200), code = 'unknown', param } = body.error ?? {};
     const { flag, env, what } = CREDENTIALS[credential];
     if (status === 401) return new CliError(`the gateway refused the ${what} (401 ${code}): check ${flag} / ${env}`);
-    if (status === 403) return new CliError(`${message} (403 ${code}): the ${what} belongs to another project`);
+    if (status === 403 && code === 'project_mismatch') return new CliError(`${message} (403 ${code}): the ${what} belongs to another project`);
+    // A key outside its scopes or models (insufficient_scope, model_not_allowed): the message names what it lacks.
+    if (status === 403) return new CliError(`${message} (403 ${code}${param ? `, param: ${param}` : ''}): the ${what} may not do this`);
     if (status === 404 && message.startsWith('No route for')) {
       const hint = credential === 'admin' ? ' (the admin API is off when the gateway has no NOVA_ADMIN_TOKEN, and older gateways lack some admin routes)' : '';
       return new CliError(`the gateway at ${this.base} has no route ${method} ${path.split('?')[0]}${hint}`);

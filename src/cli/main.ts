@@ -12,10 +12,14 @@ admin token (--admin-token or NOVA_ADMIN_TOKEN):
   projects list [--limit N] [--cursor C]
   projects get <project_id>
   projects delete <project_id> --yes
-  keys create <project_id> <name>
+  keys create <project_id> <name> [--scope S]... [--model M]... [--metadata K=V]... [--expires-at ISO]
+    (with only --api-key: created by that key, with its scopes and models unless given)
 
 the project's API key (--api-key or NOVA_API_KEY):
   keys list <project_id> [--limit N] [--cursor C]
+  keys get <api_key_id>
+  keys update <api_key_id> [--name N] [--scope S]... [--model M]... [--all-models] [--metadata K=V]...
+              [--expires-at ISO|never]
   keys rotate <api_key_id> [--grace-period SECONDS] [--reason TEXT]
   keys revoke <api_key_id>
   policy set <project_id> [--requests-per-minute N] [--burst-limit N]
@@ -42,6 +46,12 @@ const OPTIONS = {
   'start-time': { type: 'string' },
   'end-time': { type: 'string' },
   'bucket-width': { type: 'string' },
+  name: { type: 'string' },
+  scope: { type: 'string', multiple: true },
+  model: { type: 'string', multiple: true },
+  'all-models': { type: 'boolean' },
+  metadata: { type: 'string', multiple: true },
+  'expires-at': { type: 'string' },
 } as const;
 
 export interface CliIo {

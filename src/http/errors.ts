@@ -60,6 +60,13 @@ export const invalidAdminToken = () =>
 export const projectMismatch = (param = 'project_id') =>
   new ApiError(403, 'permission_error', 'project_mismatch', 'The API key does not belong to this project.', param);
 
+/** A key outside its scopes (src/auth/key-access.ts): the message names the scope it lacks. */
+export const insufficientScope = (scope: string, param?: string) =>
+  new ApiError(403, 'permission_error', 'insufficient_scope', `This API key lacks the scope '${scope}'.`, param);
+
+export const modelNotAllowed = (model: string, param = 'model') =>
+  new ApiError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${model.slice(0, 256)}'.`, param);
+
 export const resourceNotFound = (what: string, param?: string) =>
   new ApiError(404, 'not_found_error', 'resource_not_found', `No such ${what}.`, param);
 

@@ -7,6 +7,7 @@ import { QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge } from '../quota/request-charge.js';
 import { anthropicRateLimitHeaders, managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
 import { speaksAnthropic } from '../http/anthropic-errors.js';
+import { requireModel } from '../auth/key-access.js';
 
 /**
  * Runs right after authentication on every /v1 request: one admission decision (the model policy
@@ -18,13 +19,16 @@ import { speaksAnthropic } from '../http/anthropic-errors.js';
  * with the usage its route reported, else as src/quota/quota-reservation.ts says.
  */
 export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const { projectId, keyId } = request.principal!;
+  const { projectId, keyId, access } = request.principal!;
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
   let model: string | null = null;
   let clientGone = false;
   const facts = request.routeOptions.config.modelCall;
   if (facts?.traffic === 'model') {
-    model = configuredModelOf(ctx, request.body);
+    const named = namedModelOf(request.body);
+    model = named === undefined ? null : (ctx.models.resolve(named)?.id ?? null);
+    // The key's model allow-list, before anything is reserved or charged (src/auth/key-access.ts).
+    if (named !== undefined) requireModel(access, named, model ?? undefined);
     const history = facts.historyTokens ? await facts.historyTokens(ctx, projectId, request.body) : 0;
     const charge = ctx.charges.of(facts.work, request.body, history);
     request.charge = charge;
@@ -60,10 +64,13 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
   if (clientGone) reply.hijack();
 }
 
-/** The configured model a JSON body names (by id or alias); null for a client's unknown name, which is not a usage group. */
-function configuredModelOf(ctx: AppContext, body: unknown): string | null {
+/**
+ * The model name a JSON body sends; its configured model (by id or alias) is the usage group, null for
+ * a client's unknown name. A multipart body is read by its route, which checks the name itself.
+ */
+function namedModelOf(body: unknown): string | undefined {
   const named = body !== null && typeof body === 'object' ? (body as { model?: unknown }).model : undefined;
-  return typeof named === 'string' ? (ctx.models.resolve(named)?.id ?? null) : null;
+  return typeof named === 'string' ? named : undefined;
 }
 
 /** The 429 of a refused model request: it names the limit that refused (code and message). */

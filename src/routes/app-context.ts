@@ -7,7 +7,8 @@ import type { ManagementLimit } from '../quota/management-limit.js';
 import type { QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge, RequestCharges } from '../quota/request-charge.js';
 import type { UsageMeter } from '../quota/usage-meter.js';
-import type { KeyPrincipal, Store } from '../store/types.js';
+import type { Store } from '../store/types.js';
+import type { AuthenticatedKey } from '../auth/key-access.js';
 import type { ModelCallContext } from '../model-call/model-call-context.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
@@ -38,7 +39,7 @@ export interface AppContext extends ModelCallContext {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    principal: KeyPrincipal | null;
+    principal: AuthenticatedKey | null;
     /** What an admitted model request holds of its project's quota, until settled. */
     reservation: QuotaReservation | null;
     /** What an admitted model request was charged at admission: what it is charged when its usage cannot be (src/model-call/model-call.ts). */

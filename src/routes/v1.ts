@@ -16,6 +16,8 @@ import { modelRoutes } from './management/models.js';
 import { completionRoutes } from './model-traffic/completions.js';
 import { responseRoutes } from './model-traffic/responses.js';
 import { messagesRoutes } from './model-traffic/messages.js';
+import { requireScope } from '../auth/key-access.js';
+import './route-scope.js';
 
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
@@ -25,12 +27,18 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   // Model routes take long agent sessions (a coding agent's history grows each turn): their own body limit.
   app.addHook('onRoute', (route) => {
     if (route.config?.modelCall?.traffic === 'model' && route.bodyLimit === undefined) route.bodyLimit = ctx.config.server.model_body_limit_bytes;
+    // Every /v1 route says which scope a key needs, or that it is open (null): none is open by omission.
+    if (route.config?.scope === undefined) throw new Error(`route ${String(route.method)} ${route.url} declares no config.scope`);
   });
   // onRequest: the key is checked on the headers, before any body byte is read or parsed, so a
   // client without a valid key costs no body work (README.md, "Operations at a glance").
   app.addHook('onRequest', async (request, reply) => {
     try {
-      request.principal = await ctx.authenticator.authenticate(presentedKey(request.headers), request.ip);
+      const principal = await ctx.authenticator.authenticate(presentedKey(request.headers), request.ip);
+      request.principal = principal;
+      // Before admission, so a refused request is not charged (the route's scope: src/routes/route-scope.ts).
+      const scope = request.routeOptions.config.scope;
+      if (scope) requireScope(principal.access, scope);
     } catch (refusal) {
       closeIfBodyUnread(reply);
       throw refusal;

@@ -5,4 +5,6 @@ export const principalOfKey = (record: ApiKeyRecord, validUntilMs: number | null
   projectId: record.project_id,
   expiresAtMs: record.expires_at === null ? null : Date.parse(record.expires_at),
   validUntilMs,
+  scopes: record.scopes,
+  models: record.models,
 });

@@ -32,6 +32,21 @@ export interface ApiKeyRecord {
   expires_at: string | null;
   last_used_at: string | null;
   previous_secret_expires_at: string | null;
+  /** Allowed public model ids, `*` globs; null: every model. */
+  models: string[] | null;
+  /** Null for a key stored before scopes existed: it has them all (src/auth/key-access.ts). */
+  scopes: string[] | null;
+  /** Owner/team labels: at most 16 entries. */
+  metadata: Record<string, string>;
+}
+
+/** What `PATCH /v1/api-keys/{id}` changes: only the fields given. */
+export interface ApiKeyPatch {
+  name?: string;
+  expires_at?: string | null;
+  models?: string[] | null;
+  scopes?: string[] | null;
+  metadata?: Record<string, string>;
 }
 
 /** What authentication needs of a key, denormalised under the secret's hash so one read resolves it. */
@@ -42,6 +57,9 @@ export interface KeyPrincipal {
   expiresAtMs: number | null;
   /** For a rotated-out previous secret: the end of its grace period, epoch ms. */
   validUntilMs: number | null;
+  /** The key's scopes and models as its record holds them now; absent or null: all. */
+  scopes?: string[] | null;
+  models?: string[] | null;
 }
 
 export type AuditAction =
@@ -52,6 +70,7 @@ export type AuditAction =
   | 'project.ceilings.update'
   | 'api_key.create'
   | 'api_key.rotate'
+  | 'api_key.update'
   | 'api_key.revoke';
 
 export interface AuditEvent {
@@ -120,6 +139,11 @@ export interface ApiKeyStore {
     previousValidUntilMs: number | null,
     audit: AuditEvent,
   ): Promise<{ record: ApiKeyRecord; changedHashes: string[] } | null>;
+  /**
+   * Changes the given fields, all or nothing. Returns the updated record and its secret hashes (to
+   * invalidate on every replica), or null when the key does not exist.
+   */
+  update(projectId: string, keyId: string, patch: ApiKeyPatch, audit: AuditEvent): Promise<{ record: ApiKeyRecord; changedHashes: string[] } | null>;
   /** Deletes the key; returns its last record and the hashes that no longer authenticate. */
   revoke(projectId: string, keyId: string, audit: AuditEvent): Promise<{ record: ApiKeyRecord; changedHashes: string[] } | null>;
   resolve(secretHash: string): Promise<KeyPrincipal | null>;

@@ -95,6 +95,44 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(JSON.parse(after.stdout).data.map((key: { name: string }) => key.name)).toEqual(['from flags', 'default']);
   });
 
+  it('keys create / get / update carry scopes, models and metadata; a key creates keys within its own', async () => {
+    const project = JSON.parse((await cli(['projects', 'create', 'cli governed', '--json'], admin)).stdout);
+    const root = { NOVA_URL: gateway.url, NOVA_API_KEY: project.api_key.secret };
+    const create = await cli(
+      ['keys', 'create', project.id, 'agent', '--scope', 'model', '--scope', 'keys:read,keys:write', '--model', 'echo-*', '--metadata', 'owner=ana', '--metadata', 'team=search', '--json'],
+      admin,
+    );
+    expect(create.code, create.stderr).toBe(0);
+    const agent = JSON.parse(create.stdout);
+    expect(agent).toMatchObject({ scopes: ['model', 'keys:read', 'keys:write'], models: ['echo-*'], metadata: { owner: 'ana', team: 'search' } });
+
+    const shown = await cli(['keys', 'get', agent.id], root);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain('  scopes:     model, keys:read, keys:write\n');
+    expect(shown.stdout).toContain('  models:     echo-*\n');
+    expect(shown.stdout).toContain('  metadata:   owner=ana, team=search\n');
+
+    const updated = await cli(['keys', 'update', agent.id, '--scope', 'keys:read', '--scope', 'keys:write', '--all-models', '--metadata', 'owner=bo'], root);
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(updated.stdout).toMatch(/^updated API key key_\w+ \(agent\)\n/);
+    expect(updated.stdout).toContain('  models:     all\n');
+    expect(updated.stdout).toContain('  metadata:   owner=bo\n');
+
+    // Created by the agent's own key: its scopes by default, never more.
+    const agentEnv = { NOVA_URL: gateway.url, NOVA_API_KEY: agent.secret };
+    const child = JSON.parse((await cli(['keys', 'create', project.id, 'child', '--json'], agentEnv)).stdout);
+    expect(child.scopes).toEqual(['keys:read', 'keys:write']);
+    const refused = await cli(['keys', 'create', project.id, 'escalated', '--scope', 'model'], agentEnv);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("lacks the scope 'model'. (403 insufficient_scope, param: scopes)");
+
+    const nothing = await cli(['keys', 'update', agent.id], root);
+    expect(nothing.code).toBe(2);
+    const badMetadata = await cli(['keys', 'update', agent.id, '--metadata', 'owner'], root);
+    expect(badMetadata.code).toBe(2);
+    expect(badMetadata.stderr).toContain('--metadata takes key=value');
+  });
+
   it('policy set changes the rate limits', async () => {
     const run = await cli(['policy', 'set', projectId, '--requests-per-minute', '120', '--burst-limit', '5'], {
       NOVA_URL: gateway.url,

@@ -27,6 +27,8 @@ describe('API keys across two replicas (real processes, real Redis)', () => {
 models:
   - id: echo-1
     provider: echo
+  - id: echo-2
+    provider: echo
 redis:
   key_prefix: e2e${randomBase62(8)}
 auth:
@@ -129,6 +131,50 @@ auth:
     expect(after.json.data.map((project: { id: string }) => project.id)).not.toContain(projectId);
     const audit = await call(b, 'GET', `/admin/v1/projects/${projectId}/audit`, ADMIN_TOKEN);
     expect(audit.json.data[0]).toMatchObject({ action: 'project.delete', actor: 'admin' });
+  });
+
+  it('a PATCH on one replica that removes a model or a scope takes effect on the other at once', async () => {
+    const project = await call(a, 'POST', '/admin/v1/projects', ADMIN_TOKEN, { name: 'governed' });
+    const projectId: string = project.json.id;
+    const rootSecret: string = project.json.api_key.secret;
+    const created = await call(a, 'POST', '/v1/api-keys', rootSecret, { name: 'agent', project_id: projectId, scopes: ['model', 'keys:read'], models: ['echo-*'] });
+    expect(created.status).toBe(200);
+    const keyId: string = created.json.id;
+    const secret: string = created.json.secret;
+    secrets.push(rootSecret, secret);
+    const chat = (model: string) => call(b, 'POST', '/v1/chat/completions', secret, { model, messages: [{ role: 'user', content: 'hi' }] });
+    /** Polls b until the answer changes from 200; the key is in b's cache (30 s TTL), so only the invalidation can change it in time. */
+    const refusedOnB = async (request: () => Promise<{ status: number; json: { error: { code: string; message: string } } }>) => {
+      const startedMs = Date.now();
+      let answer = await request();
+      while (answer.status === 200 && Date.now() - startedMs < 1000) {
+        await sleep(20);
+        answer = await request();
+      }
+      expect(Date.now() - startedMs).toBeLessThan(1000);
+      return answer;
+    };
+    expect((await chat('echo-2')).status).toBe(200);
+    expect((await call(b, 'GET', `/v1/api-keys?project_id=${projectId}`, secret)).status).toBe(200);
+
+    const narrowed = await call(a, 'PATCH', `/v1/api-keys/${keyId}`, rootSecret, { models: ['echo-1'] });
+    expect(narrowed.status).toBe(200);
+    const modelRefused = await refusedOnB(() => chat('echo-2'));
+    expect(modelRefused.status).toBe(403);
+    expect(modelRefused.json.error).toMatchObject({ type: 'permission_error', code: 'model_not_allowed', param: 'model' });
+    expect((await chat('echo-1')).status).toBe(200);
+    const models = await call(b, 'GET', '/v1/models', secret);
+    expect(models.json.data.map((model: { id: string }) => model.id)).toEqual(['echo-1']);
+
+    expect((await call(a, 'PATCH', `/v1/api-keys/${keyId}`, rootSecret, { scopes: ['model'] })).status).toBe(200);
+    const scopeRefused = await refusedOnB(() => call(b, 'GET', `/v1/api-keys?project_id=${projectId}`, secret));
+    expect(scopeRefused.status).toBe(403);
+    expect(scopeRefused.json.error).toMatchObject({ type: 'permission_error', code: 'insufficient_scope' });
+    expect(scopeRefused.json.error.message).toContain("'keys:read'");
+    expect((await chat('echo-1')).status).toBe(200);
+    // Read back on b: the fields as a PATCH on a left them.
+    const read = await call(b, 'GET', `/v1/api-keys/${keyId}`, rootSecret);
+    expect(read.json).toMatchObject({ id: keyId, scopes: ['model'], models: ['echo-1'] });
   });
 
   it('never writes a secret or the admin token to a log line', async () => {

@@ -49,7 +49,7 @@ describe.each(STORE_KINDS)('API keys (%s store)', (kind) => {
       expect(response.body).not.toMatch(/nova_sk_[0-9A-Za-z]{38}/);
       const body = response.json();
       expect(body.id).toBe(project.projectId);
-      for (const item of body.data) expect(Object.keys(item).sort()).toEqual(['created_at', 'expires_at', 'id', 'last_used_at', 'name', 'project_id', 'redacted_value']);
+      for (const item of body.data) expect(Object.keys(item).sort()).toEqual(['created_at', 'expires_at', 'id', 'last_used_at', 'metadata', 'models', 'name', 'project_id', 'redacted_value', 'scopes']);
       pages.push(body.data.map((key: { id: string }) => key.id));
       cursor = body.next_cursor;
       expect(body.has_more).toBe(cursor !== null);
@@ -137,7 +137,7 @@ describe.each(STORE_KINDS)('API keys (%s store)', (kind) => {
       ['an empty name', { name: '', project_id: 'P' }, 'name'],
       ['a name of the wrong type', { name: 5, project_id: 'P' }, 'name'],
       ['a missing project_id', { name: 'x' }, 'project_id'],
-      ['an unknown field', { name: 'x', project_id: 'P', scopes: ['all'] }, 'scopes'],
+      ['an unknown field', { name: 'x', project_id: 'P', permissions: ['all'] }, 'permissions'],
       ['a malformed expires_at', { name: 'x', project_id: 'P', expires_at: 'tomorrow' }, 'expires_at'],
       ['an expires_at without offset', { name: 'x', project_id: 'P', expires_at: '2030-01-01T00:00:00' }, 'expires_at'],
     ])('create refuses %s', async (_name, body, param) => {

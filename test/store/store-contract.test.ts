@@ -31,6 +31,9 @@ function newKey(projectId: string, now = Date.now(), expiresAt: string | null = 
     expires_at: expiresAt,
     last_used_at: null,
     previous_secret_expires_at: null,
+    models: null,
+    scopes: ['model'],
+    metadata: {},
   };
   return { record, secretHash: hashSecret(secret), secret };
 }
@@ -79,8 +82,25 @@ describe.each(QUOTA_STORE_KINDS)('store contract (%s)', (kind) => {
       projectId: project.id,
       expiresAtMs: null,
       validUntilMs: null,
+      scopes: ['model'],
+      models: null,
     });
     expect(await store.apiKeys.resolve(hashSecret(generateSecret()))).toBeNull();
+  });
+
+  it('updates key fields in one step; resolve and rotation see them', async () => {
+    const patch = { scopes: ['keys:read'], models: ['m*'], metadata: { owner: 'ana' }, expires_at: new Date(Date.now() + 3_600_000).toISOString() };
+    const updated = await store.apiKeys.update(project.id, first.record.id, patch, audit(project.id, 'api_key.update', first.record.id));
+    expect(updated?.record).toMatchObject(patch);
+    expect(updated?.changedHashes).toEqual([first.secretHash]);
+    expect(await store.apiKeys.get(project.id, first.record.id)).toMatchObject(patch);
+    expect(await store.apiKeys.resolve(first.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'], expiresAtMs: Date.parse(patch.expires_at) });
+    const next = newKey(project.id);
+    await store.apiKeys.rotate(project.id, first.record.id, { hash: next.secretHash, redactedValue: next.record.redacted_value }, null, audit(project.id, 'api_key.rotate', first.record.id));
+    expect(await store.apiKeys.get(project.id, first.record.id)).toMatchObject(patch);
+    expect(await store.apiKeys.resolve(next.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'] });
+    expect(await store.apiKeys.update(project.id, 'key_doesnotexist0000000000', { name: 'x' }, audit(project.id, 'api_key.update', null))).toBeNull();
+    expect(await store.apiKeys.get(project.id, 'key_doesnotexist0000000000')).toBeNull();
   });
 
   it('lists newest first with stable paging while keys are created', async () => {

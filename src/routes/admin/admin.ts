@@ -5,11 +5,11 @@ import { isAdminToken } from '../../auth/admin-token.js';
 import { bearerToken } from '../../auth/authenticator.js';
 import { closeIfBodyUnread } from '../../auth/unread-body.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
-import { invalidAdminToken, resourceNotFound } from '../../http/errors.js';
+import { invalidAdminToken, invalidParameter, resourceNotFound } from '../../http/errors.js';
 import { mintId } from '../../core/ids.js';
-import { errorResponses } from '../../http/schemas.js';
+import { errorResponses, IsoTime } from '../../http/schemas.js';
 import type { ProjectRecord } from '../../store/types.js';
-import { ApiKeyFields, apiKeyView, mintApiKey } from '../management/api-key-view.js';
+import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey } from '../management/api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
 import { auditEvent } from '../audit-event.js';
@@ -83,7 +83,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       schema: {
         summary: 'Create a key for a project (recovery when a project has lost its keys)',
         params: ProjectParams,
-        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false }),
+        body: Type.Object(
+          { name: Type.String({ minLength: 1, maxLength: 128 }), expires_at: Type.Optional(IsoTime), ...KeyPolicyFields },
+          { additionalProperties: false },
+        ),
         response: { 200: envelopeSchema({ ...ApiKeyFields, secret: Type.String() }), ...errorResponses },
       },
     },
@@ -91,7 +94,16 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       const { project_id: projectId } = request.params;
       if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
       const time = now();
-      const { secret, key } = mintApiKey(projectId, request.body.name, null, time);
+      const { name, expires_at: expiresAt, models, scopes, metadata } = request.body;
+      if (expiresAt !== undefined && !(Date.parse(expiresAt) > time)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
+      // The admin may give any scope and model; unspecified, the key has them all, as a project's first key.
+      const policy = {
+        models: models === undefined || models === null ? null : [...new Set(models)],
+        scopes: scopes === undefined ? BOOTSTRAP_POLICY.scopes : [...new Set(scopes)],
+        metadata: metadata ?? {},
+      };
+      const expiry = expiresAt === undefined ? null : new Date(Date.parse(expiresAt)).toISOString();
+      const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
       await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
       return envelope(key.record.id, { ...apiKeyView(key.record), secret });
     },

@@ -7,7 +7,10 @@ import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, projectMismatch, resourceNotFound } from '../../http/errors.js';
 import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, IsoTime, Nullable, PageLimit, ProjectIdParam } from '../../http/schemas.js';
-import { ApiKeyFields, ApiKeyItem, apiKeyView, mintApiKey } from './api-key-view.js';
+import { ApiKeyFields, ApiKeyItem, apiKeyView, KeyMetadata, KeyModels, KeyPolicyFields, KeyScopes, mintApiKey } from './api-key-view.js';
+import { hasScope, scopesOfMask, type KeyAccess } from '../../auth/key-access.js';
+import { insufficientScope, modelNotAllowed } from '../../http/errors.js';
+import type { ApiKeyPatch } from '../../store/types.js';
 import { auditEvent } from '../audit-event.js';
 import { principalOf } from '../principal-of-request.js';
 
@@ -15,12 +18,42 @@ const MAX_GRACE_SECONDS = 604_800;
 
 const KeyIdParams = Type.Object({ api_key_id: Type.String({ maxLength: 128 }) });
 
+/**
+ * No escalation: a key gives another key (or itself) only scopes it has. The message names the
+ * first scope it lacks.
+ */
+function checkScopesWithin(caller: KeyAccess, scopes: readonly string[]): void {
+  for (const scope of scopes) if (!hasScope(caller, scope as Parameters<typeof hasScope>[1])) throw insufficientScope(scope, 'scopes');
+}
+
+/**
+ * A key limited to some models gives only those: each pattern one of its own, or an exact id its
+ * list allows; never every model (null).
+ */
+function checkModelsWithin(caller: KeyAccess, models: readonly string[] | null): void {
+  if (caller.models === null) return;
+  if (models === null) throw modelNotAllowed('*', 'models');
+  for (const pattern of models) {
+    const own = caller.models.patterns.includes(pattern) || (!pattern.includes('*') && caller.models.matches(pattern));
+    if (!own) throw modelNotAllowed(pattern, 'models');
+  }
+}
+
+function futureTime(value: string, now: number): string {
+  const ms = Date.parse(value);
+  if (!(ms > now)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
+  return new Date(ms).toISOString();
+}
+
+const unique = <T>(values: readonly T[]): T[] => [...new Set(values)];
+
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { store, authenticator, now } = ctx;
 
   app.get(
     '/v1/api-keys',
     {
+      config: { scope: 'keys:read' },
       schema: {
         summary: 'List API key metadata of the authenticated project (never secrets)',
         querystring: Type.Object(
@@ -51,13 +84,15 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
   app.post(
     '/v1/api-keys',
     {
+      config: { scope: 'keys:write' },
       schema: {
-        summary: 'Create a project-scoped API key; the secret is returned once',
+        summary: "Create a project-scoped API key; the secret is returned once. Scopes and models default to the creator's",
         body: Type.Object(
           {
             name: Type.String({ minLength: 1, maxLength: 128 }),
             project_id: ProjectIdParam,
             expires_at: Type.Optional(IsoTime),
+            ...KeyPolicyFields,
           },
           { additionalProperties: false },
         ),
@@ -66,16 +101,19 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
     },
     async (request) => {
       const principal = principalOf(request);
-      const { name, project_id: projectId, expires_at: expiresAt } = request.body;
+      const { name, project_id: projectId, expires_at: expiresAt, models, scopes, metadata = {} } = request.body;
       if (projectId !== principal.projectId) throw projectMismatch();
       const time = now();
-      let expiry: string | null = null;
-      if (expiresAt !== undefined) {
-        const expiresMs = Date.parse(expiresAt);
-        if (!(expiresMs > time)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
-        expiry = new Date(expiresMs).toISOString();
-      }
-      const { secret, key } = mintApiKey(projectId, name, expiry, time);
+      const expiry = expiresAt === undefined ? null : futureTime(expiresAt, time);
+      const creator = principal.access;
+      if (scopes !== undefined) checkScopesWithin(creator, scopes);
+      if (models !== undefined) checkModelsWithin(creator, models);
+      const policy = {
+        scopes: scopes === undefined ? scopesOfMask(creator.scopes) : unique(scopes),
+        models: models === undefined ? (creator.models && [...creator.models.patterns]) : models && unique(models),
+        metadata,
+      };
+      const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
       await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
       request.log.info({ key_id: key.record.id, project_id: projectId }, 'api key created');
       return envelope(key.record.id, { ...apiKeyView(key.record), secret });
@@ -85,6 +123,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
   app.put(
     '/v1/api-keys/:api_key_id',
     {
+      config: { scope: 'keys:write' },
       schema: {
         summary: 'Rotate an API key: new secret, same id, name and project',
         params: KeyIdParams,
@@ -126,9 +165,80 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
     },
   );
 
+  app.get(
+    '/v1/api-keys/:api_key_id',
+    {
+      config: { scope: 'keys:read' },
+      schema: {
+        summary: 'Read an API key of the authenticated project (never its secret)',
+        params: KeyIdParams,
+        response: { 200: envelopeSchema(ApiKeyFields), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { projectId } = principalOf(request);
+      const { api_key_id: keyId } = request.params;
+      const record = await store.apiKeys.get(projectId, keyId);
+      if (!record) throw resourceNotFound('API key', 'api_key_id');
+      const { id, ...fields } = apiKeyView(record);
+      return envelope(id, fields);
+    },
+  );
+
+  app.patch(
+    '/v1/api-keys/:api_key_id',
+    {
+      config: { scope: 'keys:write' },
+      schema: {
+        summary: 'Change an API key: name, expires_at, models, scopes, metadata; on every replica at once',
+        params: KeyIdParams,
+        body: Type.Object(
+          {
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+            expires_at: Type.Optional(Nullable(IsoTime)),
+            models: Type.Optional(Nullable(KeyModels)),
+            scopes: Type.Optional(KeyScopes),
+            metadata: Type.Optional(KeyMetadata),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: envelopeSchema(ApiKeyFields), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      const { api_key_id: keyId } = request.params;
+      const { name, expires_at: expiresAt, models, scopes, metadata } = request.body;
+      const patch: ApiKeyPatch = {};
+      if (name !== undefined) patch.name = name;
+      if (expiresAt !== undefined) patch.expires_at = expiresAt === null ? null : futureTime(expiresAt, now());
+      if (scopes !== undefined) {
+        checkScopesWithin(principal.access, scopes);
+        patch.scopes = unique(scopes);
+      }
+      if (models !== undefined) {
+        checkModelsWithin(principal.access, models);
+        patch.models = models && unique(models);
+      }
+      if (metadata !== undefined) patch.metadata = metadata;
+      if (Object.keys(patch).length === 0) {
+        throw invalidParameter('Give at least one field to change: name, expires_at, models, scopes or metadata.', 'body');
+      }
+      const time = now();
+      const updated = await store.apiKeys.update(principal.projectId, keyId, patch, auditEvent(request, 'api_key.update', principal.projectId, keyId, time));
+      if (!updated) throw resourceNotFound('API key', 'api_key_id');
+      // The cached principals hold the old scopes and models: dropped on every replica, as a revocation's are.
+      await authenticator.invalidate(updated.changedHashes);
+      request.log.info({ key_id: keyId, project_id: principal.projectId, fields: Object.keys(patch) }, 'api key updated');
+      const { id, ...fields } = apiKeyView(updated.record);
+      return envelope(id, fields);
+    },
+  );
+
   app.delete(
     '/v1/api-keys/:api_key_id',
     {
+      config: { scope: 'keys:write' },
       schema: {
         summary: 'Revoke an API key; it stops working on every replica within a second',
         params: KeyIdParams,

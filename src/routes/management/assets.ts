@@ -21,6 +21,7 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
   app.patch(
     '/v1/assets/:asset_id',
     {
+      config: { scope: 'model' },
       schema: {
         summary: 'Update the metadata and tags of a generated image or audio asset (media untouched)',
         params: Type.Object({ asset_id: Type.String({ maxLength: 128 }) }),

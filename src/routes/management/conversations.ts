@@ -28,6 +28,7 @@ export const conversationRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
   app.get(
     '/v1/conversations/:conversation_id',
     {
+      config: { scope: 'conversations:read' },
       schema: {
         summary: 'Retrieve a stored conversation; include_messages=true pages through its messages, oldest first',
         params: ConversationParams,
@@ -67,6 +68,8 @@ export const conversationRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
   app.delete(
     '/v1/conversations/:conversation_id',
     {
+      // Deleting is not reading: the scope of the model calls that store conversations.
+      config: { scope: 'model' },
       schema: {
         summary: 'Delete a stored conversation and its messages; its bytes leave the project\'s storage_bytes',
         params: ConversationParams,

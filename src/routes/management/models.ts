@@ -7,6 +7,10 @@ import type { FastifyReply } from 'fastify';
 import { errorResponses, Nullable, ProjectIdParam } from '../../http/schemas.js';
 import type { RegisteredModel } from '../../model-call/model-registry.js';
 import { principalOf } from '../principal-of-request.js';
+import { allowsModel, type KeyAccess } from '../../auth/key-access.js';
+
+/** The configured models a key may use (its allow-list: src/auth/key-access.ts), in config order. */
+const modelsFor = (ctx: AppContext, access: KeyAccess) => ctx.models.list().filter((model) => allowsModel(access, model.id, model.id));
 
 const ModelFields = {
   owned_by: Type.String(),
@@ -38,10 +42,10 @@ function modelView(model: RegisteredModel, includeLimits: boolean) {
 }
 
 /** OpenAI's list shape, so SDKs and tools that list models first work unchanged. */
-function openAiModelList(ctx: AppContext) {
+function openAiModelList(ctx: AppContext, access: KeyAccess) {
   return {
     object: 'list' as const,
-    data: ctx.models.list().map((model) => ({
+    data: modelsFor(ctx, access).map((model) => ({
       id: model.id,
       object: 'model' as const,
       created: ctx.models.created,
@@ -59,14 +63,14 @@ function anthropicModel(ctx: AppContext, id: string) {
 const ANTHROPIC_PAGE_MAX = 1000;
 
 /** A page of Anthropic's model list (`limit`, `after_id`, `before_id`), in config order. */
-function anthropicModelPage(ctx: AppContext, query: unknown) {
+function anthropicModelPage(ctx: AppContext, access: KeyAccess, query: unknown) {
   const fields = (query ?? {}) as Record<string, unknown>;
   const limitText = fields.limit ?? '20';
   const limit = Number(limitText);
   if (typeof limitText !== 'string' || !Number.isInteger(limit) || limit < 1 || limit > ANTHROPIC_PAGE_MAX) {
     throw invalidParameter(`limit must be an integer from 1 to ${ANTHROPIC_PAGE_MAX}.`, 'limit');
   }
-  const ids = ctx.models.list().map((model) => model.id);
+  const ids = modelsFor(ctx, access).map((model) => model.id);
   const at = (name: string) => {
     const value = fields[name];
     if (value === undefined) return undefined;
@@ -93,6 +97,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
   app.get(
     '/v1/models',
     {
+      config: { scope: null },
       schema: {
         summary: "List the models available to the project, in OpenAI's shape (Anthropic's with an anthropic-version header)",
         response: {
@@ -113,8 +118,9 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
       },
     },
     async (request, reply) => {
-      if (request.headers['anthropic-version'] !== undefined) return sendAnthropic(reply, anthropicModelPage(ctx, request.query));
-      return openAiModelList(ctx);
+      const { access } = principalOf(request);
+      if (request.headers['anthropic-version'] !== undefined) return sendAnthropic(reply, anthropicModelPage(ctx, access, request.query));
+      return openAiModelList(ctx, access);
     },
   );
 
@@ -122,6 +128,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
   app.get(
     '/v1/models/*',
     {
+      config: { scope: null },
       schema: {
         summary: 'Retrieve a model: capabilities, and limits with include_limits=true',
         params: Type.Object({ '*': Type.String({ maxLength: 256 }) }),
@@ -130,12 +137,13 @@ export const modelRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
       },
     },
     async (request, reply) => {
-      const { projectId } = principalOf(request);
+      const { projectId, access } = principalOf(request);
       const { include_limits: includeLimits = false, project_id: queried } = request.query;
       if (queried !== undefined && queried !== projectId) throw projectMismatch();
       const name = request.params['*'];
       const model = ctx.models.resolve(name);
-      if (!model) throw modelNotFound('model_id');
+      // A model the key may not use is not there for it, as in the list.
+      if (!model || !allowsModel(access, name, model.id)) throw modelNotFound('model_id');
       if (request.headers['anthropic-version'] !== undefined) return sendAnthropic(reply, anthropicModel(ctx, name));
       const { id, ...fields } = modelView(model, includeLimits);
       return envelope(id, fields);

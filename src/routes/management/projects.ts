@@ -34,6 +34,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
   app.put(
     '/v1/projects/:project_id',
     {
+      config: { scope: 'project:write' },
       schema: {
         summary: 'Replace the project settings: name and environment (an omitted environment is cleared)',
         params: ProjectParams,
@@ -66,6 +67,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
   app.patch(
     '/v1/projects/:project_id/rate-limits',
     {
+      config: { scope: 'project:write' },
       schema: {
         summary: 'Update the quota policy within the project ceilings; the next request on every replica is admitted under it',
         params: ProjectParams,
@@ -98,6 +100,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
   app.get(
     '/v1/projects/:project_id/usage',
     {
+      config: { scope: 'usage:read' },
       schema: {
         summary: 'Usage of [start_time, end_time): requests, tokens, image generations, audio, storage',
         params: ProjectParams,

@@ -24,7 +24,7 @@ export const audioSpeechRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
   app.post(
     '/v1/audio/speech',
     {
-      config: { modelCall: { traffic: 'model', work: 'audio_speech' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'audio_speech' } },
       schema: {
         summary: 'Generate speech at the backend the model routes to; the body is the audio, its asset id is in x-asset-id',
         body: SpeechBody,

@@ -1,3 +1,4 @@
+import { requireModel } from '../../auth/key-access.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import multipart from '@fastify/multipart';
 import type { FastifyRequest } from 'fastify';
@@ -86,7 +87,7 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
   app.post(
     '/v1/audio/transcriptions',
     {
-      config: { modelCall: { traffic: 'model', work: 'audio_transcriptions' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'audio_transcriptions' } },
       // The multipart reader enforces the file limit itself; this only keeps Fastify's out of its way.
       bodyLimit: uploadLimit + 1024 * 1024,
       schema: {
@@ -95,9 +96,11 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
       },
     },
     async (request, reply) => {
-      const { projectId } = principalOf(request);
+      const { projectId, access } = principalOf(request);
       const { fields, file } = await readUpload(request, uploadLimit);
       if (!fields.model) throw invalidParameter("Missing required parameter 'model'.", 'model');
+      // The form is read here, after admission (src/routes/admission-hook.ts checks JSON bodies): checked before the upstream call.
+      requireModel(access, fields.model, ctx.models.resolve(fields.model)?.id);
       if (!file) throw invalidParameter("Missing required parameter 'file'.", 'file');
       const language = fields.language === undefined ? undefined : canonicalLanguage(fields.language);
       const model = ctx.models.serving(fields.model, 'audio');
@@ -133,6 +136,7 @@ export const audioTranscriptionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppConte
   app.put(
     '/v1/audio/transcriptions/:transcription_id',
     {
+      config: { scope: 'model' },
       schema: {
         summary: 'Replace the transcript text and language of a transcription record',
         params: Type.Object({ transcription_id: Type.String({ maxLength: 128 }) }),

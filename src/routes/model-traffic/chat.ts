@@ -19,7 +19,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async 
   app.post(
     '/v1/chat/completions',
     {
-      config: { modelCall: { traffic: 'model', work: 'chat', historyTokens: conversationHistoryTokens } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'chat', historyTokens: conversationHistoryTokens } },
       schema: {
         summary: 'Create a chat completion (stream: true for server-sent events)',
         body: ChatBodySchema,

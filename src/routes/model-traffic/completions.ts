@@ -11,7 +11,7 @@ export const completionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.post(
     '/v1/completions',
     {
-      config: { modelCall: { traffic: 'model', work: 'completions' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'completions' } },
       schema: { summary: 'Create a text completion (legacy; stream: true for server-sent events)', body: modelRequestSchema(), response: responses },
     },
     (request, reply) => proxyModelRequest(ctx, request, reply, principalOf(request).projectId),
@@ -19,7 +19,7 @@ export const completionRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.post(
     '/v1/embeddings',
     {
-      config: { modelCall: { traffic: 'model', work: 'embeddings' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'embeddings' } },
       schema: { summary: 'Create embeddings (prompt tokens are counted)', body: modelRequestSchema(), response: responses },
     },
     (request, reply) => proxyModelRequest(ctx, request, reply, principalOf(request).projectId),

@@ -38,7 +38,7 @@ export const fineTuningRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.post(
     '/v1/fine_tuning/jobs',
     {
-      config: { modelCall: { traffic: 'model', work: 'fine_tuning' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'fine_tuning' } },
       schema: {
         summary: 'Create a fine-tuning job at the backend the model routes to, registered to the calling project',
         body: CreateJobBody,
@@ -76,6 +76,7 @@ export const fineTuningRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = 
   app.patch(
     '/v1/fine_tuning/jobs/:job_id',
     {
+      config: { scope: 'model' },
       schema: {
         summary: 'Update the label and metadata of a fine-tuning job (training data untouched)',
         params: Type.Object({ job_id: Type.String({ maxLength: 128 }) }),

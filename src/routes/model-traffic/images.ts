@@ -33,7 +33,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async
   app.post(
     '/v1/images/generations',
     {
-      config: { modelCall: { traffic: 'model', work: 'images' } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'images' } },
       schema: {
         summary: 'Generate images at the backend the model routes to; each image becomes an asset of the project',
         body: GenerateBody,

@@ -40,7 +40,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
   app.post(
     '/v1/messages',
     {
-      config: { modelCall: { traffic: 'model', work: 'messages' }, anthropic: true },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'messages' }, anthropic: true },
       schema: {
         summary: "Create a message, in Anthropic's Messages API (stream: true for server-sent events)",
         body: MessagesBodySchema,
@@ -52,7 +52,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
   app.post(
     '/v1/messages/count_tokens',
     {
-      config: { modelCall: { traffic: 'model', work: 'count_tokens' }, anthropic: true },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'count_tokens' }, anthropic: true },
       schema: {
         summary: "Count a message's input tokens (a gateway estimate for models not served by Anthropic's API)",
         body: CountTokensBodySchema,

@@ -112,7 +112,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
   app.post(
     '/v1/responses',
     {
-      config: { modelCall: { traffic: 'model', work: 'responses', historyTokens: responseHistoryTokens } },
+      config: { scope: 'model', modelCall: { traffic: 'model', work: 'responses', historyTokens: responseHistoryTokens } },
       schema: {
         summary: 'Create a model response (stream: true for server-sent events with event: lines)',
         body: modelRequestSchema({
@@ -166,7 +166,7 @@ export const responseRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = as
     app.route({
       method,
       url: `/v1/responses/:response_id${suffix}`,
-      config: { modelCall: { traffic: 'stored', work: 'responses' } },
+      config: { scope: 'model', modelCall: { traffic: 'stored', work: 'responses' } },
       schema: { summary, params: ResponseParams, response: answers },
       handler: async (request, reply) => {
         const { projectId } = principalOf(request);

@@ -136,6 +136,14 @@ export class MemoryStore implements Store {
       this.appendAudit(audit);
       return { record: clone(stored.record), changedHashes };
     },
+    update: async (projectId, keyId, patch, audit) => {
+      const stored = this.keysByProject.get(projectId)?.get(keyId);
+      if (!stored) return null;
+      const fields = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined));
+      Object.assign(stored.record, clone(fields));
+      this.appendAudit(audit);
+      return { record: clone(stored.record), changedHashes: [stored.hash, ...(stored.previousHash ? [stored.previousHash] : [])] };
+    },
     revoke: async (projectId, keyId, audit) => {
       const keys = this.keysByProject.get(projectId);
       const stored = keys?.get(keyId);
@@ -153,7 +161,11 @@ export class MemoryStore implements Store {
         this.principals.delete(secretHash);
         return null;
       }
-      return { ...principal };
+      // Scopes, models and expiry as the record holds them now (a PATCH changes only the record).
+      const record = this.keysByProject.get(principal.projectId)?.get(principal.keyId)?.record;
+      if (!record) return null;
+      const { expiresAtMs, scopes, models } = principalOfKey(record);
+      return { ...principal, expiresAtMs, scopes: clone(scopes), models: clone(models) };
     },
     touch: async (projectId, keyId, at) => {
       const stored = this.keysByProject.get(projectId)?.get(keyId);

@@ -1,10 +1,19 @@
-import type { ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
+import type { ApiKeyPatch, ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
 import { principalOfKey } from '../principal.js';
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import type { KeyNames } from './key-names.js';
 import { luaScript } from './lua-script.js';
-import { apiKeyFromHash, apiKeyToHash, auditToFields, pairsToObject, principalFromJson, principalToJson } from './hash-codecs.js';
+import {
+  apiKeyFromHash,
+  apiKeyPatchToHash,
+  apiKeyToHash,
+  auditToFields,
+  pairsToObject,
+  principalFromJson,
+  principalToJson,
+  principalWithRecord,
+} from './hash-codecs.js';
 
 // An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
 const EXPIRED_KEY_MEMORY_MS = 30 * 24 * 3600 * 1000;
@@ -13,12 +22,14 @@ export const AUDIT_MAX_LENGTH = 10_000;
 // The scripts' KEYS, ARGV and replies: the head of each .lua file.
 const ROTATE_SCRIPT = luaScript(new URL('./rotate-key.lua', import.meta.url), { AUDIT_MAX_LENGTH });
 const REVOKE_SCRIPT = luaScript(new URL('./revoke-key.lua', import.meta.url), { AUDIT_MAX_LENGTH });
+const UPDATE_SCRIPT = luaScript(new URL('./update-key.lua', import.meta.url), { AUDIT_MAX_LENGTH });
 const TOUCH_SCRIPT = luaScript(new URL('./touch-key.lua', import.meta.url));
 const HASH_OF_SCRIPT = luaScript(new URL('./key-hash.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaRotateKey(record: string, index: string, audit: string, rotation: string): Promise<string | null>;
   novaRevokeKey(record: string, index: string, audit: string, revocation: string): Promise<string[] | null>;
+  novaUpdateKey(record: string, audit: string, update: string): Promise<string[] | null>;
   novaTouchKey(...args: string[]): Promise<number>;
   novaHashOf(key: string): Promise<string | null>;
 };
@@ -36,6 +47,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
   ) {
     redis.defineCommand('novaRotateKey', { numberOfKeys: 3, lua: ROTATE_SCRIPT });
     redis.defineCommand('novaRevokeKey', { numberOfKeys: 3, lua: REVOKE_SCRIPT });
+    redis.defineCommand('novaUpdateKey', { numberOfKeys: 2, lua: UPDATE_SCRIPT });
     redis.defineCommand('novaTouchKey', { numberOfKeys: 1, lua: TOUCH_SCRIPT });
     redis.defineCommand('novaHashOf', { numberOfKeys: 1, lua: HASH_OF_SCRIPT });
     this.redis = redis as Scripted;
@@ -137,6 +149,31 @@ export class RedisApiKeyStore implements ApiKeyStore {
     return { record, changedHashes: [oldHash, ...(olderHash ? [olderHash] : [])] };
   }
 
+  /**
+   * One script changes the record, so the change is all or nothing. A secret's principal reads the
+   * scopes, models and expiry from the record (resolve, below), so nothing else has to follow; only
+   * the TTL that keeps an expired secret resolvable is moved along with expires_at.
+   */
+  async update(projectId: string, keyId: string, patch: ApiKeyPatch, audit: AuditEvent) {
+    const pairs = await guard(
+      this.redis.novaUpdateKey(
+        this.keys.apiKey(projectId, keyId),
+        this.keys.audit(projectId),
+        JSON.stringify({ fields: Object.entries(apiKeyPatchToHash(patch)).flat(), audit: auditToFields(audit) }),
+      ),
+    );
+    if (pairs === null) return null;
+    const stored = pairsToObject(pairs);
+    const changedHashes = [stored.hash, stored.prev_hash].filter((hash): hash is string => Boolean(hash));
+    if (patch.expires_at !== undefined && stored.hash) {
+      const secret = this.keys.secret(stored.hash);
+      await guard(
+        patch.expires_at === null ? this.redis.persist(secret) : this.redis.pexpireat(secret, Date.parse(patch.expires_at) + EXPIRED_KEY_MEMORY_MS),
+      );
+    }
+    return { record: apiKeyFromHash(stored)!, changedHashes };
+  }
+
   async revoke(projectId: string, keyId: string, audit: AuditEvent) {
     const before = await guard(this.redis.hmget(this.keys.apiKey(projectId, keyId), 'hash', 'prev_hash'));
     const linked = before.filter((hash): hash is string => Boolean(hash));
@@ -158,8 +195,16 @@ export class RedisApiKeyStore implements ApiKeyStore {
     return { record: apiKeyFromHash(stored)!, changedHashes: [...linked, ...late] };
   }
 
+  /**
+   * The secret's principal, with the scopes, models and expiry its record holds now: the record is
+   * their one copy, so a PATCH changes them atomically. A second read, but only on a key cache miss
+   * (src/auth/key-cache.ts).
+   */
   async resolve(secretHash: string): Promise<KeyPrincipal | null> {
-    return principalFromJson(await guard(this.redis.get(this.keys.secret(secretHash))));
+    const principal = principalFromJson(await guard(this.redis.get(this.keys.secret(secretHash))));
+    if (principal === null) return null;
+    const fields = await guard(this.redis.hmget(this.keys.apiKey(principal.projectId, principal.keyId), 'id', 'expires_at', 'scopes', 'models'));
+    return principalWithRecord(principal, fields);
   }
 
   async touch(projectId: string, keyId: string, at: string): Promise<void> {

@@ -1,5 +1,5 @@
 import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type RateLimitPolicy } from '../policy.js';
-import type { ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
+import type { ApiKeyPatch, ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
 // Codecs between the Store's records and what Redis holds of them: hash fields, stream entries, JSON.
 
@@ -23,6 +23,7 @@ export function apiKeyToHash(record: ApiKeyRecord, secretHash: string): Record<s
     expires_at: record.expires_at ?? '',
     last_used_at: record.last_used_at ?? '',
     previous_secret_expires_at: record.previous_secret_expires_at ?? '',
+    ...apiKeyPatchToHash(record),
     hash: secretHash,
     prev_hash: '',
   };
@@ -39,6 +40,34 @@ export function apiKeyFromHash(hash: Record<string, string>): ApiKeyRecord | nul
     expires_at: orNull(hash.expires_at),
     last_used_at: orNull(hash.last_used_at),
     previous_secret_expires_at: orNull(hash.previous_secret_expires_at),
+    models: jsonOrNull<string[]>(hash.models),
+    scopes: jsonOrNull<string[]>(hash.scopes),
+    metadata: jsonOrNull<Record<string, string>>(hash.metadata) ?? {},
+  };
+}
+
+/** The key's list and map fields are JSON in their hash fields; '' or absent (a key stored before they existed) is null. */
+const jsonOrNull = <T>(value: string | undefined): T | null => (value === undefined || value === '' ? null : (JSON.parse(value) as T));
+
+/** Hash fields of the given key fields (PATCH, or a whole record). */
+export function apiKeyPatchToHash(patch: ApiKeyPatch): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (patch.name !== undefined) fields.name = patch.name;
+  if (patch.expires_at !== undefined) fields.expires_at = patch.expires_at ?? '';
+  if (patch.models !== undefined) fields.models = patch.models === null ? '' : JSON.stringify(patch.models);
+  if (patch.scopes !== undefined) fields.scopes = patch.scopes === null ? '' : JSON.stringify(patch.scopes);
+  if (patch.metadata !== undefined) fields.metadata = JSON.stringify(patch.metadata);
+  return fields;
+}
+
+/** A principal's current scopes, models and expiry from HMGET of its record's id, expires_at, scopes, models. */
+export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, scopes, models]: (string | null)[]): KeyPrincipal | null {
+  if (!id) return null;
+  return {
+    ...principal,
+    expiresAtMs: expiresAt ? Date.parse(expiresAt) : null,
+    scopes: jsonOrNull<string[]>(scopes ?? undefined),
+    models: jsonOrNull<string[]>(models ?? undefined),
   };
 }
 
