@@ -51,7 +51,8 @@ export async function completeJson(
   // keeps its place, a new one comes last, as with spreading.
   const answer: Record<string, unknown> = envelope(id, completion);
   answer.created = typeof completion.created === 'number' ? completion.created : Math.floor(ctx.now() / 1000);
-  answer.model = model.id;
+  // The name the client sent: an alias (models[].aliases) is answered as itself.
+  answer.model = body.model;
   answer.usage = { ...completion.usage, prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
   answer.conversation_id = plan.id;
   // Serialised once, natively: the answer is the upstream's own open-ended object, which the

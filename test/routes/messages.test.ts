@@ -31,7 +31,7 @@ describe('POST /v1/messages', () => {
       models: [
         { id: 'native', upstream: native.baseUrl(), upstream_model: 'claude-served', endpoints: ['messages'], api: 'anthropic', aliases: ['claude-*'] },
         { id: 'native-cached', upstream: native.baseUrl('cached'), endpoints: ['messages'], api: 'anthropic' },
-        { id: 'llama', upstream: openai.baseUrl(), upstream_model: 'llama-served', endpoints: ['chat', 'messages'] },
+        { id: 'llama', upstream: openai.baseUrl(), upstream_model: 'llama-served', endpoints: ['chat', 'messages'], aliases: ['gpt-4o*'] },
         { id: 'chat-only', upstream: openai.baseUrl(), endpoints: ['chat'] },
       ],
       server: { model_body_limit_bytes: 64 * 1024 } as never,
@@ -82,6 +82,18 @@ describe('POST /v1/messages', () => {
     expect(response.statusCode).toBe(200);
     expect(response.json().model).toBe('claude-opus-4-8');
     expect(native.requestsTo('/messages').at(-1)!.body.model).toBe('claude-served');
+  });
+
+  it('answers chat by the alias the client sent too, JSON and stream', async () => {
+    const chat = (stream: boolean) =>
+      test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: project.auth, payload: { model: 'gpt-4o-mini', stream, messages: ask.messages } });
+    const json = await chat(false);
+    expect(json.statusCode).toBe(200);
+    expect(json.json().model).toBe('gpt-4o-mini');
+    expect((openai.requests.at(-1)!.body as { model: string }).model).toBe('llama-served');
+    const stream = await chat(true);
+    expect(stream.body).toContain('"model":"gpt-4o-mini"');
+    expect(stream.body).not.toContain('llama-served');
   });
 
   it('translates for an OpenAI-compatible model, JSON and stream', async () => {
