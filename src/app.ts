@@ -163,8 +163,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     openapi: {
       openapi: '3.1.0',
       info: { title: 'nova-gateway', version: '1' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: [{ bearer: [] }],
+      // Either header carries a key (src/auth/presented-key.ts).
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } } },
+      security: [{ bearer: [] }, { apiKey: [] }],
     },
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
