@@ -31,6 +31,36 @@ describe.each(STORE_KINDS)('admin API (%s store)', (kind) => {
     expect(keys.json().data.map((key: { id: string }) => key.id)).toEqual([body.api_key.id]);
   });
 
+  it('takes the policy nested as its answer shows it (rate_limits, budgets), or flat; one field with two values is a 400', async () => {
+    t = await buildTestApp(kind);
+    const create = (payload: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload });
+    const nested = await create({ name: 'n', rate_limits: { requests_per_minute: 50, tokens_per_minute: 9000 }, budgets: { daily_tokens: 1000, monthly_tokens: 5000 } });
+    expect(nested.statusCode).toBe(200);
+    expect(nested.json().rate_limits).toEqual({
+      requests_per_minute: 50,
+      burst_limit: 100,
+      tokens_per_minute: 9000,
+      max_concurrent_requests: null,
+      daily_tokens: 1000,
+      monthly_tokens: 5000,
+      monthly_cost: null,
+    });
+    // The answer's own rate_limits object is a valid create body.
+    const again = await create({ name: 'copy', rate_limits: nested.json().rate_limits });
+    expect(again.json().rate_limits).toEqual(nested.json().rate_limits);
+    const mixed = await create({ name: 'm', burst_limit: 7, rate_limits: { requests_per_minute: 9, burst_limit: 7 } });
+    expect(mixed.json().rate_limits).toMatchObject({ requests_per_minute: 9, burst_limit: 7 });
+    const before = (await t.app.inject({ url: '/admin/v1/projects', headers: admin })).json().data.length;
+    const twice = await create({ name: 'x', daily_tokens: 5, budgets: { daily_tokens: 6 } });
+    expect(errorOf(twice)).toMatchObject({ status: 400, param: 'budgets.daily_tokens' });
+    const unknown = await create({ name: 'x', budgets: { weekly_tokens: 6 } });
+    expect(errorOf(unknown)).toMatchObject({ status: 400 });
+    expect(unknown.json().error.message).toContain('weekly_tokens');
+    const negative = await create({ name: 'x', rate_limits: { requests_per_minute: -1 } });
+    expect(errorOf(negative)).toMatchObject({ status: 400, param: 'rate_limits.requests_per_minute' });
+    expect((await t.app.inject({ url: '/admin/v1/projects', headers: admin })).json().data.length).toBe(before);
+  });
+
   it('uses the configured default policy when none is given', async () => {
     t = await buildTestApp(kind);
     const body = (await t.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'p' } })).json();

@@ -19,6 +19,23 @@ import { CeilingsBody, PolicyFieldsBody } from '../management/policy-schemas.js'
 
 const NewKeyView = Type.Object({ id: Type.String(), ...ApiKeyFields, secret: Type.String() });
 
+const { daily_tokens, monthly_tokens, monthly_cost } = PolicyFieldsBody;
+const BudgetFieldsBody = { daily_tokens, monthly_tokens, monthly_cost };
+
+/** The policy of a create body: its flat fields and its nested `rate_limits` / `budgets` together; one field twice, with two values, is a 400. */
+function mergedPolicy<Policy extends object>(flat: Policy, nested: Record<'rate_limits' | 'budgets', Partial<Policy> | undefined>): Policy {
+  const policy = { ...flat } as Record<string, unknown>;
+  for (const [group, fields] of Object.entries(nested)) {
+    for (const [field, value] of Object.entries(fields ?? {})) {
+      if (policy[field] !== undefined && policy[field] !== value) {
+        throw invalidParameter(`${field} is given twice with different values (at the top level or in another group, and in ${group}).`, `${group}.${field}`);
+      }
+      policy[field] = value;
+    }
+  }
+  return policy as Policy;
+}
+
 /** Bootstrap API behind NOVA_ADMIN_TOKEN; not registered at all when the token is unset. */
 export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToken: string }> = async (app, { ctx, adminToken }) => {
   const { store, now } = ctx;
@@ -40,12 +57,15 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     '/admin/v1/projects',
     {
       schema: {
-        summary: 'Create a project (policy and ceilings optional: config defaults) and its first API key (named "default")',
+        summary: 'Create a project (policy nested in rate_limits and budgets, or flat; ceilings; all optional: config defaults) and its first API key (named "default")',
         body: Type.Object(
           {
             name: Type.String({ minLength: 1, maxLength: 256 }),
             environment: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
             ...PolicyFieldsBody,
+            // The policy nested as the answer shows it; the flat fields above stay accepted.
+            rate_limits: Type.Optional(Type.Object(PolicyFieldsBody, { additionalProperties: false })),
+            budgets: Type.Optional(Type.Object(BudgetFieldsBody, { additionalProperties: false })),
             ceilings: Type.Optional(CeilingsBody),
           },
           { additionalProperties: false },
@@ -54,7 +74,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       },
     },
     async (request) => {
-      const { name, environment, ceilings, ...policy } = request.body;
+      const { name, environment, ceilings, rate_limits: nestedLimits, budgets, ...flat } = request.body;
+      const policy = mergedPolicy(flat, { rate_limits: nestedLimits, budgets });
       checkCostBudget(policy, ctx.config);
       const time = now();
       const at = new Date(time).toISOString();
