@@ -29,6 +29,7 @@ import { RequestCharges } from './quota/request-charge.js';
 import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
 import { ModelRegistry } from './model-call/model-registry.js';
+import { Alerts } from './alerts/alerts.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -125,8 +126,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ),
     charges: new RequestCharges(config),
     models: new ModelRegistry(config.models, deps.env ?? process.env),
+    alerts: new Alerts({ config, store, now, env: deps.env ?? process.env, onError: storeFailed('webhook alerts') }).start(),
   };
   app.addHook('onClose', async () => {
+    await ctx.alerts.close();
     ctx.admission.close();
     await ctx.models.close();
   });

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { checkConfig, completeConfig, type GatewayConfig } from './gateway-config.js';
+import { alertWebhookProblem } from './alert-webhooks.js';
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -88,6 +89,10 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     model.aliases?.forEach((alias, n) => {
       if (seen.has(alias)) throw new ConfigError(`config field "models[${index}].aliases[${n}]" is the id of a configured model`);
     });
+  });
+  filled.alerts.webhooks.forEach((webhook, index) => {
+    const problem = alertWebhookProblem(webhook, index, env);
+    if (problem) throw new ConfigError(problem);
   });
   const config = completeConfig(filled);
   if (config.server.headers_timeout_ms > config.server.body_timeout_ms) {

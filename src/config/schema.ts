@@ -129,6 +129,21 @@ export const ModelConfigSchema = Type.Object(
  */
 const DEFAULT_CEILINGS = { requests_per_minute: 10_000, burst_limit: 10_000, tokens_per_minute: 2_000_000 };
 
+/** A webhook told of budget alerts and key expiry (src/alerts/); its secret comes from `secret_env`. */
+const AlertWebhookSchema = Type.Object(
+  {
+    url: Type.String({ pattern: '^https?://' }),
+    // The Standard Webhooks signing secret (`whsec_` + base64); required for format standard.
+    secret_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
+    format: Defaulted(Type.Union([Type.Literal('standard'), Type.Literal('slack')]), 'standard'),
+    thresholds: Defaulted(Type.Array(Type.Number({ exclusiveMinimum: 0, maximum: 10 }), { minItems: 1, maxItems: 16, uniqueItems: true }), [0.5, 0.8, 1.0]),
+  },
+  { additionalProperties: false },
+);
+
+/** Waits between delivery attempts: 11 attempts over about 24 h (src/alerts/delivery-worker.ts). */
+const RETRY_DELAYS_MS = [5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000];
+
 const MiB = 1024 * 1024;
 const DAY = 86_400;
 
@@ -291,6 +306,26 @@ export const GatewayConfigSchema = Type.Object(
       {},
     ),
     metrics: Defaulted(Type.Object({ project_label: Defaulted(Type.Boolean(), true) }, { additionalProperties: false }), {}),
+    alerts: Defaulted(
+      Type.Object(
+        {
+          webhooks: Defaulted(Type.Array(AlertWebhookSchema, { maxItems: 32 }), []),
+          // After the last of these the delivery is given up (status failed).
+          retry_delays_ms: Defaulted(Type.Array(Type.Integer({ minimum: 1, maximum: DAY * 1000 }), { minItems: 0, maxItems: 32 }), RETRY_DELAYS_MS),
+          // One attempt (connect, headers and body) ends after this; a hanging receiver holds one slot no longer.
+          delivery_timeout_ms: Defaulted(Type.Integer({ minimum: 10, maximum: 120_000 }), 10_000),
+          // Attempts one replica makes at once.
+          delivery_concurrency: Defaulted(Type.Integer({ minimum: 1, maximum: 256 }), 8),
+          poll_interval_ms: Defaulted(Type.Integer({ minimum: 10, maximum: 60_000 }), 1000),
+          // An event a replica read but did not hand on for this long (it stopped) is taken by another.
+          claim_timeout_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 3_600_000 }), 60_000),
+          // How often keys are checked for api_key.expiring (7 days and 1 day before expires_at).
+          expiry_scan_interval_ms: Defaulted(Type.Integer({ minimum: 100, maximum: 86_400_000 }), 3_600_000),
+        },
+        { additionalProperties: false },
+      ),
+      {},
+    ),
   },
   { additionalProperties: false },
 );
@@ -307,3 +342,4 @@ export type CeilingsConfig = Static<typeof CeilingsSchema>;
 export type PricingConfig = Static<typeof Pricing>;
 export type UpstreamApiName = Static<typeof UpstreamApi>;
 export type AuthHeaderName = Static<typeof AuthHeader>;
+export type AlertWebhookConfig = Static<typeof AlertWebhookSchema>;

@@ -10,6 +10,7 @@ import type { UsageMeter } from '../quota/usage-meter.js';
 import type { Store } from '../store/types.js';
 import type { AuthenticatedKey } from '../auth/key-access.js';
 import type { ModelCallContext } from '../model-call/model-call-context.js';
+import type { Alerts } from '../alerts/alerts.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
@@ -35,6 +36,8 @@ export interface AppContext extends ModelCallContext {
   managementLimit: ManagementLimit;
   /** What a model request reserves at admission (src/quota/request-charge.ts). */
   charges: RequestCharges;
+  /** Budget alerts and key-expiry notices: `alerts.events.emit` and the delivery worker (src/alerts/). */
+  alerts: Alerts;
 }
 
 declare module 'fastify' {

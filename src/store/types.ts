@@ -4,6 +4,7 @@ import type { QuotaStore } from './quota-types.js';
 import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
+import type { AlertStore } from './alert-types.js';
 import type { Ceilings, PolicyPatch, RateLimitPolicy } from './policy.js';
 
 export type * from './conversation-types.js';
@@ -181,6 +182,8 @@ export interface Store {
   readonly conversations: ConversationStore;
   /** Who owns each upstream-stored Responses API object. */
   readonly responses: ResponseOwnerStore;
+  /** Webhooks, the alert event stream and webhook deliveries (src/alerts/). */
+  readonly alerts: AlertStore;
   /** A rate-limiter-flexible limiter shared by all replicas (in-process for the memory store). */
   createLimiter(options: LimiterOptions): RateLimiterAbstract;
   ping(): Promise<void>;

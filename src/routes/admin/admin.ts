@@ -12,6 +12,7 @@ import type { ProjectRecord } from '../../store/types.js';
 import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey } from '../management/api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
+import { adminWebhookRoutes } from './admin-webhooks.js';
 import { auditEvent } from '../audit-event.js';
 import { adminPolicyRoutes, ProjectFields, ProjectParams, projectView } from './admin-policy.js';
 import { checkCostBudget } from '../management/policy-rules.js';
@@ -52,6 +53,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   await app.register(adminRecordRoutes, { ctx });
   await app.register(adminProjectRoutes, { ctx });
   await app.register(adminPolicyRoutes, { ctx });
+  await app.register(adminWebhookRoutes, { ctx });
 
   app.post(
     '/admin/v1/projects',

@@ -6,6 +6,7 @@ import { MemoryQuotaStore } from './memory-quota.js';
 import { MemoryUsageStore } from './memory-usage.js';
 import { MemoryConversationStore } from './conversations.js';
 import { MemoryRecordStore } from './memory-record-store.js';
+import { MemoryAlertStore } from './memory-alerts.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -48,6 +49,7 @@ export class MemoryStore implements Store {
   );
   readonly records = new MemoryRecordStore();
   readonly responses = new MemoryResponseOwnerStore();
+  readonly alerts = new MemoryAlertStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {
@@ -82,6 +84,7 @@ export class MemoryStore implements Store {
     keyCount: async (projectId) => this.keysByProject.get(projectId)?.size ?? 0,
     delete: async (projectId, audit) => {
       if (!this.projectsById.delete(projectId)) return null;
+      this.alerts.dropProject(projectId);
       const secretHashes: string[] = [];
       for (const stored of this.keysByProject.get(projectId)?.values() ?? []) {
         secretHashes.push(stored.hash, ...(stored.previousHash ? [stored.previousHash] : []));

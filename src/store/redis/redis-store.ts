@@ -12,6 +12,7 @@ import { RedisRecordStore } from './records-store.js';
 import { RedisQuotaStore } from './redis-quota-store.js';
 import { RedisUsageStore } from './usage.js';
 import { auditFromFields } from './hash-codecs.js';
+import { RedisAlertStore } from './alerts.js';
 
 export class RedisStore implements Store {
   readonly kind = 'redis' as const;
@@ -24,6 +25,7 @@ export class RedisStore implements Store {
   readonly conversations: RedisConversationStore;
   readonly records: RedisRecordStore;
   readonly responses: RedisResponseOwnerStore;
+  readonly alerts: RedisAlertStore;
   private readonly keys: KeyNames;
   private subscriber: RedisClient | null = null;
 
@@ -39,6 +41,7 @@ export class RedisStore implements Store {
     this.conversations = new RedisConversationStore(redis, this.keys);
     this.records = new RedisRecordStore(redis, this.keys);
     this.responses = new RedisResponseOwnerStore(redis, this.keys);
+    this.alerts = new RedisAlertStore(redis, prefix);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));
