@@ -2,7 +2,7 @@ import type { GatewayConfig } from '../config/gateway-config.js';
 import { randomBase62 } from '../core/ids.js';
 import type { QuotaMetrics } from '../metrics/quota-metrics.js';
 import { RecentMap } from '../core/recent-map.js';
-import type { AdmissionDecision, AdmissionSettings, Reservation, SettleFence, Settlement } from '../store/quota-types.js';
+import type { AdmissionDecision, AdmissionSettings, KeyLimits, Reservation, SettleFence, Settlement } from '../store/quota-types.js';
 import { SettlementFailedError } from '../store/store-errors.js';
 import { POLICY_FIELDS } from '../store/policy.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
@@ -44,6 +44,8 @@ export class Admission implements Settler {
   private readonly fallback: FallbackLimiter;
   /** The last policy seen of each project, for the fallback; the projects admitted least recently go first. */
   private readonly policies = new RecentMap<string, RateLimitPolicy>(MAX_CACHED_POLICIES);
+  /** The last limits seen of each key level (keys with limits of their own), for the fallback. */
+  private readonly keyPolicies = new RecentMap<string, KeyLimits>(MAX_CACHED_POLICIES);
   private readonly now: () => number;
   /** Leases of this replica's requests in flight, by project. */
   private readonly leases = new Map<string, Set<string>>();
@@ -69,7 +71,8 @@ export class Admission implements Settler {
     this.renewal = setInterval(() => void this.renewLeases(), this.settings.leaseTtlMs / 3).unref();
   }
 
-  async admit(projectId: string, charge: Charge): Promise<Admitted> {
+  /** `keyId`: the request's key when it has limits of its own (both levels must admit it). */
+  async admit(projectId: string, charge: Charge, keyId?: string): Promise<Admitted> {
     const { metrics } = this.options;
     if (this.storeUsable()) {
       const probe = this.skipStoreUntil !== 0;
@@ -83,6 +86,7 @@ export class Admission implements Settler {
           cost: charge.cost,
           day,
           month,
+          ...(keyId === undefined ? {} : { keyId }),
         });
         // The project's policy object is kept while its values do not change: what is derived
         // from it (the rate-limit header text) is made once per policy, not once per request.
@@ -92,7 +96,9 @@ export class Admission implements Settler {
         if (probe) metrics.fallbackActive.set(0);
         this.skipStoreUntil = 0;
         metrics.decided(projectId, decision.allowed, 'store', decision.refusedBy);
+        if (decision.key) this.keyPolicies.set(keyLevelId(projectId, keyId!), decision.key.policy);
         if (decision.reservation?.lease) this.holdLease(projectId, decision.reservation.id);
+        if (decision.reservation?.key?.lease) this.holdLease(keyLevelId(projectId, keyId!), decision.reservation.id);
         return { ...decision, source: 'store' };
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
@@ -101,7 +107,7 @@ export class Admission implements Settler {
         if (probe) this.probing = false;
       }
     }
-    return this.admitByFallback(projectId, charge);
+    return this.admitByFallback(projectId, charge, keyId);
   }
 
   /** Replaces the reservation by the real usage and releases the lease (off the request path). */
@@ -113,11 +119,17 @@ export class Admission implements Settler {
     }
     if (reservation.local) {
       void this.fallback.settle(projectId, this.policies.get(projectId), reservation, used);
+      const key = reservation.key;
+      if (key) {
+        const id = keyLevelId(projectId, key.keyId);
+        void this.fallback.settle(id, this.keyPolicies.get(id), { ...reservation, ...key, id: reservation.id }, used);
+      }
       // Its budgets were charged nothing in the store (budgets_when_store_down: open): they get the usage.
       this.correctBudgets(projectId, reservation, used, null);
       return;
     }
     if (reservation.lease) this.dropLease(projectId, reservation.id);
+    if (reservation.key?.lease) this.dropLease(keyLevelId(projectId, reservation.key.keyId), reservation.id);
     this.options.store.quota.settle(projectId, this.settings, reservation, used).catch((error: unknown) => {
       // A lease left behind expires with its TTL. The budget charge goes with the usage records
       // instead, fenced against the settlement itself running late (src/store/redis/apply-usage.lua).
@@ -151,16 +163,35 @@ export class Admission implements Settler {
    * While the store is unreachable: the per-replica fallback for requests, tokens and concurrency,
    * sized by the last policy seen; budgets cannot be checked and fail open or closed by config.
    */
-  private async admitByFallback(projectId: string, charge: Charge): Promise<Admitted> {
+  private async admitByFallback(projectId: string, charge: Charge, keyId?: string): Promise<Admitted> {
     const { metrics, config } = this.options;
     const policy = this.policies.get(projectId) ?? this.settings.defaults;
-    const budgeted = policy.daily_tokens !== null || policy.monthly_tokens !== null || policy.monthly_cost !== null;
+    // The key's last limits seen: a key first seen while the store is down has only its project's.
+    const keyLevel = keyId === undefined ? undefined : keyLevelId(projectId, keyId);
+    const keyPolicy = keyLevel === undefined ? undefined : this.keyPolicies.get(keyLevel);
+    const budgeted = isBudgeted(policy) || (keyPolicy !== undefined && isBudgeted(keyPolicy));
     const closed = budgeted && config.rate_limits.budgets_when_store_down === 'closed';
     if (budgeted) metrics.budgetsStoreDown.inc({ decision: closed ? 'closed' : 'open' });
     const { day, month } = budgetPeriodsAt(this.now());
-    const decision = closed
-      ? { ...refusedDecision(policy), refusedBy: 'budget_unchecked' as const, retryAfterMs: STORE_RETRY_MS }
-      : await this.fallback.admit(projectId, policy, { id: this.nextId(), tokens: charge.rateTokens, day, month });
+    const id = this.nextId();
+    let decision: AdmissionDecision = closed
+      ? { ...refusedDecision(policy), refusedBy: 'budget_unchecked' as const, level: isBudgeted(policy) ? 'project' : 'key', retryAfterMs: STORE_RETRY_MS }
+      : await this.fallback.admit(projectId, policy, { id, tokens: charge.rateTokens, day, month });
+    if (!decision.allowed && !decision.level) decision.level = 'project';
+    if (decision.allowed && keyLevel !== undefined && keyPolicy !== undefined) {
+      const byKey = await this.fallback.admit(keyLevel, keyPolicy, { id, tokens: charge.rateTokens, day, month });
+      const figures = { ...byKey, policy: keyPolicy };
+      if (!byKey.allowed) {
+        // Refused at the key level: the project's tokens and slot go back (its request count stays, approximate by design).
+        if (decision.reservation) await this.fallback.settle(projectId, policy, decision.reservation, { tokens: 0, cost: 0 });
+        decision = { ...decision, allowed: false, refusedBy: byKey.refusedBy, level: 'key', retryAfterMs: byKey.retryAfterMs, reservation: null, key: figures };
+      } else {
+        const held = byKey.reservation;
+        const key = held === null ? null : { keyId: keyId!, rateTokens: held.rateTokens, dayTokens: held.dayTokens, monthTokens: held.monthTokens, monthCost: held.monthCost, day, month, lease: held.lease };
+        const reservation = decision.reservation ?? (key ? { ...held!, rateTokens: null, dayTokens: null, monthTokens: null, monthCost: null, lease: false } : null);
+        decision = { ...decision, key: figures, reservation: reservation && { ...reservation, key } };
+      }
+    }
     metrics.decided(projectId, decision.allowed, 'fallback', decision.refusedBy);
     return { ...decision, source: 'fallback' };
   }
@@ -170,8 +201,9 @@ export class Admission implements Settler {
   }
 
   private async renewLeases(): Promise<void> {
-    for (const [projectId, ids] of this.leases) {
-      await this.options.store.quota.renew(projectId, this.settings, [...ids]).catch((error: unknown) => {
+    for (const [level, ids] of this.leases) {
+      const [projectId, keyId] = level.split(KEY_LEVEL_SEPARATOR) as [string, string | undefined];
+      await this.options.store.quota.renew(projectId, this.settings, [...ids], keyId).catch((error: unknown) => {
         if (error instanceof StoreUnavailableError) this.options.metrics.storeErrors.inc({ operation: 'lease_renewal' });
       });
     }
@@ -208,6 +240,12 @@ export class Admission implements Settler {
   }
 
 }
+
+/** A key level's id beside its project's, in this process's maps (no project id holds a NUL). */
+const KEY_LEVEL_SEPARATOR = '\u0000';
+const keyLevelId = (projectId: string, keyId: string) => `${projectId}${KEY_LEVEL_SEPARATOR}${keyId}`;
+
+const isBudgeted = (limits: KeyLimits) => limits.daily_tokens !== null || limits.monthly_tokens !== null || limits.monthly_cost !== null;
 
 function samePolicy(a: RateLimitPolicy, b: RateLimitPolicy): boolean {
   for (const field of POLICY_FIELDS) if (a[field] !== b[field]) return false;

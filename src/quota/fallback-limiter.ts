@@ -1,5 +1,5 @@
 import { BurstyRateLimiter, RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { needsSettling, type AdmissionDecision, type Reservation, type Settlement } from '../store/quota-types.js';
+import { needsSettling, type KeyLimits, type AdmissionDecision, type Reservation, type Settlement } from '../store/quota-types.js';
 import type { RateLimitPolicy } from '../store/types.js';
 
 const MAX_POLICIES = 1000;
@@ -23,8 +23,10 @@ export class FallbackLimiter {
     private readonly burstWindowSeconds: number,
   ) {}
 
-  async admit(projectId: string, policy: RateLimitPolicy, request: { id: string; tokens: number; day: string; month: string }): Promise<AdmissionDecision> {
-    const decision = { ...refusedDecision(policy), inFlight: this.inFlight.get(projectId) ?? 0 };
+  /** `projectId`: the level's id (a project, or a key with limits of its own: src/quota/admission.ts). */
+  async admit(projectId: string, policy: KeyLimits, request: { id: string; tokens: number; day: string; month: string }): Promise<AdmissionDecision> {
+    // A key level's limits stand in for a policy here; the caller gives it its own figures.
+    const decision = { ...refusedDecision(policy as RateLimitPolicy), inFlight: this.inFlight.get(projectId) ?? 0 };
     const { tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
     if (maxc !== null && decision.inFlight >= Math.max(1, Math.floor(maxc * this.share))) {
       return { ...decision, refusedBy: 'concurrency', retryAfterMs: 1000 };
@@ -40,10 +42,13 @@ export class FallbackLimiter {
         return { ...decision, refusedBy: 'tokens', retryAfterMs: Math.max(1, res.result.msBeforeNext) };
       }
     }
-    const requests = await settle(this.requestLimiterFor(policy).consume(projectId));
-    decision.remaining = Math.max(0, requests.result.remainingPoints);
-    decision.resetMs = requests.result.msBeforeNext;
-    if (!requests.allowed) {
+    // A key level without a request rate: no request limiter.
+    const requests = policy.requests_per_minute === null ? null : await settle(this.requestLimiterFor(policy.requests_per_minute, policy.burst_limit ?? 0).consume(projectId));
+    if (requests) {
+      decision.remaining = Math.max(0, requests.result.remainingPoints);
+      decision.resetMs = requests.result.msBeforeNext;
+    }
+    if (requests && !requests.allowed) {
       if (tokenLimiter && request.tokens > 0) await tokenLimiter.reward(projectId, request.tokens);
       return { ...decision, refusedBy: 'requests', retryAfterMs: Math.max(1, requests.result.msBeforeNext) };
     }
@@ -65,7 +70,7 @@ export class FallbackLimiter {
   }
 
   /** The request ended: the token charge becomes its real usage, its slot frees. */
-  async settle(projectId: string, policy: RateLimitPolicy | undefined, reservation: Reservation, used: Settlement): Promise<void> {
+  async settle(projectId: string, policy: KeyLimits | undefined, reservation: Reservation, used: Settlement): Promise<void> {
     if (reservation.lease) {
       const count = (this.inFlight.get(projectId) ?? 1) - 1;
       if (count > 0) this.inFlight.set(projectId, count);
@@ -79,9 +84,9 @@ export class FallbackLimiter {
     else if (delta > 0) await limiter.penalty(projectId, delta);
   }
 
-  private requestLimiterFor(policy: RateLimitPolicy): BurstyRateLimiter {
-    const points = Math.max(1, Math.floor(policy.requests_per_minute * this.share));
-    const burstPoints = Math.floor(policy.burst_limit * this.share);
+  private requestLimiterFor(requestsPerMinute: number, burstLimit: number): BurstyRateLimiter {
+    const points = Math.max(1, Math.floor(requestsPerMinute * this.share));
+    const burstPoints = Math.floor(burstLimit * this.share);
     const id = `${points}:${burstPoints}`;
     let limiter = this.requestLimiters.get(id);
     if (!limiter) {

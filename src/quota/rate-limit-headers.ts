@@ -53,6 +53,32 @@ function policyTextOf(policy: RateLimitPolicy, window: number, burstWindow: numb
  * of the text is made once.
  */
 export function rateLimitHeaders(decision: Admitted, windowSeconds: number, burstWindowSeconds: number): Record<string, string> {
+  const headers = projectRateLimitHeaders(decision, windowSeconds, burstWindowSeconds);
+  const key = decision.key;
+  if (!key && decision.allowed) return headers;
+  // Two levels: each x-ratelimit-* pair shows the tighter (fewer left; the refusing level on a refusal),
+  // and x-ratelimit-scope names the level that refused, else the one the request headers show.
+  let scope: 'key' | 'project' = decision.level ?? 'project';
+  if (key) {
+    const { requests_per_minute: rpm, tokens_per_minute: tpm } = key.policy;
+    const keyRequests = rpm !== null && (decision.level === 'key' ? decision.refusedBy === 'requests' || key.remaining < decision.remaining : decision.level !== 'project' && key.remaining < decision.remaining);
+    if (keyRequests) {
+      headers['x-ratelimit-limit-requests'] = String(rpm);
+      headers['x-ratelimit-remaining-requests'] = String(key.remaining);
+      headers['x-ratelimit-reset-requests'] = formatDuration(key.resetMs);
+      if (decision.level === null || decision.level === undefined) scope = 'key';
+    }
+    if (tpm !== null && (headers['x-ratelimit-limit-tokens'] === undefined || key.tokensRemaining < decision.tokensRemaining || (decision.level === 'key' && decision.refusedBy === 'tokens'))) {
+      headers['x-ratelimit-limit-tokens'] = String(tpm);
+      headers['x-ratelimit-remaining-tokens'] = String(key.tokensRemaining);
+      headers['x-ratelimit-reset-tokens'] = formatDuration(key.tokensResetMs);
+    }
+  }
+  headers['x-ratelimit-scope'] = scope;
+  return headers;
+}
+
+function projectRateLimitHeaders(decision: Admitted, windowSeconds: number, burstWindowSeconds: number): Record<string, string> {
   const { policy } = decision;
   const text = policyTextOf(policy, Math.max(1, Math.round(windowSeconds)), Math.max(1, Math.round(burstWindowSeconds)));
   let states = `"requests";r=${decision.remaining};t=${seconds(decision.resetMs)}, "burst";r=${decision.burstRemaining};t=${seconds(decision.burstResetMs)}`;

@@ -19,7 +19,7 @@ import { requireModel } from '../auth/key-access.js';
  * with the usage its route reported, else as src/quota/quota-reservation.ts says.
  */
 export async function admitRequest(ctx: AppContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const { projectId, keyId, access } = request.principal!;
+  const { projectId, keyId, access, limited } = request.principal!;
   const { window_seconds: window, burst_window_seconds: burstWindow } = ctx.config.rate_limits;
   let model: string | null = null;
   let clientGone = false;
@@ -32,10 +32,11 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const history = facts.historyTokens ? await facts.historyTokens(ctx, projectId, request.body) : 0;
     const charge = ctx.charges.of(facts.work, request.body, history);
     request.charge = charge;
-    const decision = await ctx.admission.admit(projectId, charge);
+    // A key with limits of its own is decided at both levels in the same call; one without costs nothing more.
+    const decision = await ctx.admission.admit(projectId, charge, limited ? keyId : undefined);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (speaksAnthropic(request)) reply.headers(anthropicRateLimitHeaders(decision, ctx.now()));
-    if (!decision.allowed) throw refusal(decision, charge, ctx.now());
+    if (!decision.allowed) throw refusal(decision, charge, ctx.now(), keyId);
     const metrics = ctx.metrics.quota;
     metrics.requestInFlight(projectId, true);
     const held = decision.reservation ? new QuotaReservation(ctx.admission, projectId, decision.reservation, charge) : null;
@@ -73,25 +74,34 @@ function namedModelOf(body: unknown): string | undefined {
   return typeof named === 'string' ? named : undefined;
 }
 
-/** The 429 of a refused model request: it names the limit that refused (code and message). */
-function refusal(decision: Admitted, charge: Charge, nowMs: number): ApiError {
-  const { policy } = decision;
+/**
+ * The 429 of a refused model request: it names the limit that refused (code and message) and its
+ * level, the key's own limits or the project's (also in x-ratelimit-scope, src/quota/rate-limit-headers.ts).
+ */
+function refusal(decision: Admitted, charge: Charge, nowMs: number, keyId: string): ApiError {
+  const byKey = decision.level === 'key' && decision.key;
+  const policy = byKey ? decision.key!.policy : decision.policy;
+  const figures = byKey ? decision.key! : decision;
+  const whose = byKey ? `this API key's (${keyId})` : "the project's";
+  const subject = byKey ? `this API key (${keyId})` : 'this project';
   const retry = decision.retryAfterMs / 1000;
   switch (decision.refusedBy) {
     case 'tokens':
       return rateLimitExceeded(
         retry,
         charge.rateTokens > policy.tokens_per_minute!
-          ? `Token rate limit: this request may use ${charge.rateTokens} tokens (prompt estimate + max output), more than the project's tokens_per_minute of ${policy.tokens_per_minute}; lower max_tokens.`
-          : `Token rate limit exceeded: tokens_per_minute ${policy.tokens_per_minute}; this request may use ${charge.rateTokens} tokens (prompt estimate + max output) and ${decision.tokensRemaining} are left in the window.`,
+          ? `Token rate limit: this request may use ${charge.rateTokens} tokens (prompt estimate + max output), more than ${whose} tokens_per_minute of ${policy.tokens_per_minute}; lower max_tokens.`
+          : `Token rate limit exceeded for ${subject}: tokens_per_minute ${policy.tokens_per_minute}; this request may use ${charge.rateTokens} tokens (prompt estimate + max output) and ${figures.tokensRemaining} are left in the window.`,
       );
     case 'concurrency':
       return concurrencyLimitExceeded(
         retry,
-        `Concurrency limit exceeded: the project already has ${decision.inFlight} model requests in flight (max_concurrent_requests ${policy.max_concurrent_requests}).`,
+        `Concurrency limit exceeded: ${subject} already has ${figures.inFlight} model requests in flight (max_concurrent_requests ${policy.max_concurrent_requests}).`,
       );
     case 'budget_unchecked':
-      return storeUnavailable('The project has a budget and the quota store is unreachable; budgets fail closed on this gateway. Retry shortly.');
+      return storeUnavailable(
+        `${byKey ? `This API key (${keyId})` : 'The project'} has a budget and the quota store is unreachable; budgets fail closed on this gateway. Retry shortly.`,
+      );
     case 'daily_tokens':
     case 'monthly_tokens':
     case 'monthly_cost': {
@@ -99,13 +109,13 @@ function refusal(decision: Admitted, charge: Charge, nowMs: number): ApiError {
       const endMs = decision.refusedBy === 'daily_tokens' ? periods.dayEndMs : periods.monthEndMs;
       return insufficientQuota(
         (endMs - nowMs) / 1000,
-        `Budget spent: the project's ${decision.refusedBy} budget of ${policy[decision.refusedBy]} is used up until ${new Date(endMs).toISOString()} (UTC calendar period).`,
+        `Budget spent: ${whose} ${decision.refusedBy} budget of ${policy[decision.refusedBy]} is used up until ${new Date(endMs).toISOString()} (UTC calendar period).`,
       );
     }
     default:
       return rateLimitExceeded(
         retry,
-        `Rate limit exceeded for this project: requests_per_minute ${policy.requests_per_minute} plus a burst allowance of ${policy.burst_limit}.`,
+        `Rate limit exceeded for ${subject}: requests_per_minute ${policy.requests_per_minute} plus a burst allowance of ${policy.burst_limit ?? 0}.`,
       );
   }
 }

@@ -1,4 +1,9 @@
 import type { ApiKeyRecord, KeyPrincipal } from './types.js';
+import type { KeyLimits } from './quota-types.js';
+
+/** Whether a key has any limit of its own (only then does its admission do key-level work). */
+export const hasKeyLimits = (limits: Partial<KeyLimits> | undefined): boolean =>
+  limits !== undefined && Object.values(limits).some((value) => value !== null && value !== undefined);
 
 export const principalOfKey = (record: ApiKeyRecord, validUntilMs: number | null = null): KeyPrincipal => ({
   keyId: record.id,
@@ -7,4 +12,5 @@ export const principalOfKey = (record: ApiKeyRecord, validUntilMs: number | null
   validUntilMs,
   scopes: record.scopes,
   models: record.models,
+  limited: hasKeyLimits(record.limits),
 });

@@ -30,7 +30,28 @@ export interface AdmissionRequest {
   /** UTC calendar periods of the budgets: `YYYY-MM-DD` and `YYYY-MM`. */
   day: string;
   month: string;
+  /**
+   * The API key's id when the key has limits of its own (rate_limits or budgets): the request must
+   * pass both levels. Absent for a key without: the admission does no key-level work at all.
+   */
+  keyId?: string;
 }
+
+/** A key's own limits (DESIGN.md section 9): each null when the key has none (its project's still apply). */
+export type KeyLimits = { [F in keyof RateLimitPolicy]: number | null };
+
+export const NO_KEY_LIMITS: KeyLimits = {
+  requests_per_minute: null,
+  burst_limit: null,
+  tokens_per_minute: null,
+  max_concurrent_requests: null,
+  daily_tokens: null,
+  monthly_tokens: null,
+  monthly_cost: null,
+};
+
+/** Which level refused: the key's own limits or its project's. */
+export type LimitLevel = 'key' | 'project';
 
 export type RefusedBy =
   | 'daily_tokens'
@@ -58,8 +79,35 @@ export interface Reservation {
   month: string;
   /** A concurrency lease was taken. */
   lease: boolean;
+  /** What the key level holds of the request (its key has limits); null or absent: nothing. */
+  key?: KeyReservation | null;
   /** Taken by the per-replica fallback while the store was unreachable: settled there. */
   local?: true;
+}
+
+/** The key level's charges of an admitted request, settled with the project's in the same call. */
+export interface KeyReservation {
+  keyId: string;
+  rateTokens: number | null;
+  dayTokens: number | null;
+  monthTokens: number | null;
+  monthCost: number | null;
+  day: string;
+  month: string;
+  lease: boolean;
+}
+
+/** A level's figures after a decision: as AdmissionDecision's, for the key's own limits. */
+export interface LevelFigures {
+  policy: KeyLimits;
+  remaining: number;
+  resetMs: number;
+  burstRemaining: number;
+  burstResetMs: number;
+  tokensRemaining: number;
+  tokensResetMs: number;
+  inFlight: number;
+  retryAfterMs: number;
 }
 
 /**
@@ -71,7 +119,11 @@ export interface AdmissionDecision {
   allowed: boolean;
   /** The limit that refused (a spent budget first, then requests, tokens, concurrency); null when admitted. */
   refusedBy: RefusedBy | null;
+  /** The level that refused (null when admitted). */
+  level?: LimitLevel | null;
   policy: RateLimitPolicy;
+  /** The key level's figures, when the key has limits of its own. */
+  key?: LevelFigures | null;
   /** Requests the window would still admit now (requests_per_minute minus those in the window). */
   remaining: number;
   /** Until the window is empty again (ms). */
@@ -99,7 +151,8 @@ export function needsSettling(reservation: Reservation): boolean {
     reservation.rateTokens !== null ||
     reservation.dayTokens !== null ||
     reservation.monthTokens !== null ||
-    reservation.monthCost !== null
+    reservation.monthCost !== null ||
+    (reservation.key !== undefined && reservation.key !== null)
   );
 }
 
@@ -107,6 +160,12 @@ export function needsSettling(reservation: Reservation): boolean {
 export interface Settlement {
   tokens: number;
   cost: number;
+}
+
+export interface KeyBudgetUsed {
+  dayTokens: number;
+  monthTokens: number;
+  monthCost: number;
 }
 
 /** A settlement as the quota store numbers it: per replica, in the order it sends them. */
@@ -123,6 +182,8 @@ export interface QuotaStore {
    * be a SettlementFailedError, whose fence a budget correction names (usage-types.ts BudgetCorrection).
    */
   settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void>;
-  /** Extends the given leases of a project (a live replica's requests) by the lease TTL. */
-  renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void>;
+  /** What a key's own budgets hold for the given UTC day and month (0 for a period they do not hold). */
+  keyBudgetUsage(projectId: string, keyId: string, day: string, month: string): Promise<KeyBudgetUsed>;
+  /** Extends the given leases of a project (a live replica's requests) by the lease TTL; with keyId, that key's. */
+  renew(projectId: string, settings: AdmissionSettings, leaseIds: string[], keyId?: string): Promise<void>;
 }

@@ -1,3 +1,4 @@
+import type { KeyLimits } from './quota-types.js';
 import type { ResponseOwnerStore } from './response-types.js';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { QuotaStore } from './quota-types.js';
@@ -39,6 +40,8 @@ export interface ApiKeyRecord {
   scopes: string[] | null;
   /** Owner/team labels: at most 16 entries. */
   metadata: Record<string, string>;
+  /** The key's own rate_limits and budgets (each null: none; absent: a key stored before them, none). */
+  limits?: KeyLimits;
 }
 
 /** What `PATCH /v1/api-keys/{id}` changes: only the fields given. */
@@ -48,6 +51,8 @@ export interface ApiKeyPatch {
   models?: string[] | null;
   scopes?: string[] | null;
   metadata?: Record<string, string>;
+  /** The limits to change (null: remove that limit); the others stay. */
+  limits?: Partial<KeyLimits>;
 }
 
 /** What authentication needs of a key, denormalised under the secret's hash so one read resolves it. */
@@ -61,6 +66,8 @@ export interface KeyPrincipal {
   /** The key's scopes and models as its record holds them now; absent or null: all. */
   scopes?: string[] | null;
   models?: string[] | null;
+  /** The key has limits of its own (rate_limits or budgets): its requests pass its level too. */
+  limited?: boolean;
 }
 
 export type AuditAction =

@@ -72,6 +72,29 @@ describe('quota fallback while Redis is unreachable', () => {
     expect((await Promise.all([slow(slots, 1), slow(slots, 1)])).map((response) => response.statusCode)).toEqual([200, 200]);
   });
 
+  it("limits a key's own tokens and requests in flight at the share of its last-seen limits, naming the key level", async () => {
+    await gatewayWith();
+    const project = await projectWith({ burst_limit: 0 });
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/v1/api-keys',
+      headers: project.auth,
+      payload: { name: 'agent', project_id: project.projectId, rate_limits: { tokens_per_minute: 100, max_concurrent_requests: 4 } },
+    });
+    expect(created.statusCode, created.body).toBe(200);
+    const key: TestProject = { ...project, keyId: created.json().id, secret: created.json().secret, auth: { authorization: `Bearer ${created.json().secret}` } };
+    expect((await slow(key, 1)).statusCode).toBe(200);
+    await redis.stop();
+    // 50 tokens on this replica: two reservations of 22 fit, a third does not; the refusal names the key.
+    const byTokens = await Promise.all([slow(key, 5), slow(key, 5), slow(key, 5)]);
+    expect(byTokens.map((response) => response.statusCode).sort()).toEqual([200, 200, 429]);
+    const refused = byTokens.find((response) => response.statusCode === 429)!;
+    expect(refused.headers['x-ratelimit-scope']).toBe('key');
+    expect(errorOf(refused).message).toContain('this API key');
+    // The project's own key is not held back by the key's limits.
+    expect((await slow(project, 5)).statusCode).toBe(200);
+  });
+
   it('lets budgets fail open by default, counting the decision', async () => {
     await gatewayWith();
     const project = await projectWith({ daily_tokens: 1000 });

@@ -84,6 +84,7 @@ describe.each(QUOTA_STORE_KINDS)('store contract (%s)', (kind) => {
       validUntilMs: null,
       scopes: ['model'],
       models: null,
+      limited: false,
     });
     expect(await store.apiKeys.resolve(hashSecret(generateSecret()))).toBeNull();
   });

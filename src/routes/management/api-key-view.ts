@@ -1,3 +1,5 @@
+import { NullablePolicyFields } from '../../config/schema.js';
+import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
 import { Type } from 'typebox';
 import { redactSecret } from '../../auth/key-format.js';
 import { Nullable, IsoTime } from '../../http/schemas.js';
@@ -21,12 +23,44 @@ export const KeyModels = Type.Array(Type.String({ minLength: 1, maxLength: 256 }
   description: 'Public model ids the key may use, `*` globs allowed; null: every model',
 });
 
+const { requests_per_minute, burst_limit, tokens_per_minute, max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost } = NullablePolicyFields;
+
+/** The key's own rate limits (within its project's, which still apply): each null or absent for none. */
+export const KeyRateLimits = Type.Object(
+  { requests_per_minute, burst_limit, tokens_per_minute, max_concurrent_requests },
+  { additionalProperties: false, description: "The key's own limits; its project's still apply. null: none" },
+);
+/** The key's own budgets (UTC calendar periods). */
+export const KeyBudgets = Type.Object(
+  { daily_tokens, monthly_tokens, monthly_cost },
+  { additionalProperties: false, description: "The key's own budgets (UTC day and month); its project's still apply. null: none" },
+);
+
 /** Fields a create and a PATCH take (PATCH: each optional). */
 export const KeyPolicyFields = {
   models: Type.Optional(Nullable(KeyModels)),
   scopes: Type.Optional(KeyScopes),
   metadata: Type.Optional(KeyMetadata),
+  rate_limits: Type.Optional(KeyRateLimits),
+  budgets: Type.Optional(KeyBudgets),
 };
+
+const NullableNumber = Nullable(Type.Number());
+const KeyRateLimitsView = Type.Object({
+  requests_per_minute: NullableNumber,
+  burst_limit: NullableNumber,
+  tokens_per_minute: NullableNumber,
+  max_concurrent_requests: NullableNumber,
+});
+const KeyBudgetsView = Type.Object({ daily_tokens: NullableNumber, monthly_tokens: NullableNumber, monthly_cost: NullableNumber });
+
+/** GET /v1/api-keys/{id} adds what the key's budgets hold in the current UTC periods, and what is left. */
+export const KeyBudgetUsage = Type.Object({
+  day: Type.String(),
+  month: Type.String(),
+  used: KeyBudgetsView,
+  remaining: KeyBudgetsView,
+});
 
 /** An API key as clients see it: metadata only, never the secret or its hash. */
 export const ApiKeyFields = {
@@ -39,6 +73,8 @@ export const ApiKeyFields = {
   models: Nullable(Type.Array(Type.String())),
   scopes: Type.Array(Type.String()),
   metadata: Type.Record(Type.String(), Type.String()),
+  rate_limits: KeyRateLimitsView,
+  budgets: KeyBudgetsView,
 };
 
 export const ApiKeyItem = Type.Object({ id: Type.String(), ...ApiKeyFields });
@@ -56,6 +92,19 @@ export function apiKeyView(record: ApiKeyRecord) {
     // A key stored before scopes existed has them all (src/auth/key-access.ts).
     scopes: scopesOfMask(scopeMask(record.scopes)),
     metadata: record.metadata,
+    ...keyLimitsView(record.limits ?? NO_KEY_LIMITS),
+  };
+}
+
+export function keyLimitsView(limits: KeyLimits) {
+  return {
+    rate_limits: {
+      requests_per_minute: limits.requests_per_minute,
+      burst_limit: limits.burst_limit,
+      tokens_per_minute: limits.tokens_per_minute,
+      max_concurrent_requests: limits.max_concurrent_requests,
+    },
+    budgets: { daily_tokens: limits.daily_tokens, monthly_tokens: limits.monthly_tokens, monthly_cost: limits.monthly_cost },
   };
 }
 
@@ -63,6 +112,7 @@ export interface KeyPolicy {
   models: string[] | null;
   scopes: string[];
   metadata: Record<string, string>;
+  limits?: KeyLimits;
 }
 
 /** The project's first key (admin bootstrap): every scope and model. */
@@ -83,6 +133,7 @@ export function mintApiKey(projectId: string, name: string, expiresAt: string | 
     models: policy.models,
     scopes: policy.scopes,
     metadata: policy.metadata,
+    ...(policy.limits ? { limits: policy.limits } : {}),
   };
   return { secret, key: { record, secretHash: hashSecret(secret) } };
 }

@@ -7,7 +7,12 @@ import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, projectMismatch, resourceNotFound } from '../../http/errors.js';
 import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, IsoTime, Nullable, PageLimit, ProjectIdParam } from '../../http/schemas.js';
-import { ApiKeyFields, ApiKeyItem, apiKeyView, KeyMetadata, KeyModels, KeyPolicyFields, KeyScopes, mintApiKey } from './api-key-view.js';
+import { ApiKeyFields, ApiKeyItem, apiKeyView, KeyBudgets, KeyBudgetUsage, KeyMetadata, KeyModels, KeyPolicyFields, KeyRateLimits, KeyScopes, mintApiKey } from './api-key-view.js';
+import { checkCeilings, checkCostBudget } from './policy-rules.js';
+import { budgetPeriodsAt } from '../../quota/budget-periods.js';
+import { POLICY_FIELDS, type RateLimitPolicy } from '../../store/policy.js';
+import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
+import type { ProjectRecord } from '../../store/types.js';
 import { hasScope, scopesOfMask, type KeyAccess } from '../../auth/key-access.js';
 import { insufficientScope, modelNotAllowed } from '../../http/errors.js';
 import type { ApiKeyPatch } from '../../store/types.js';
@@ -47,8 +52,40 @@ function futureTime(value: string, now: number): string {
 
 const unique = <T>(values: readonly T[]): T[] => [...new Set(values)];
 
+type LimitsBody = { rate_limits?: Partial<Record<string, number | null>>; budgets?: Partial<Record<string, number | null>> };
+
+/** The limits a create or PATCH body gives (nested rate_limits and budgets), as one patch. */
+function limitsOf({ rate_limits: rates, budgets }: LimitsBody): Partial<KeyLimits> {
+  return { ...rates, ...budgets } as Partial<KeyLimits>;
+}
+
+/**
+ * No escalation of limits: a key sets another key's (or its own) limits only within what its creator
+ * could set: at most the caller's own limit where it has one (and no removing it), and at most the
+ * project's ceiling (the same ceilings as a project key's own policy, DESIGN.md section 7); a cost
+ * budget needs a priced model. 400 naming the field.
+ */
+function checkLimitsWithin(patch: Partial<KeyLimits>, caller: KeyLimits, project: ProjectRecord, ctx: AppContext): void {
+  for (const field of POLICY_FIELDS) {
+    const value = patch[field];
+    const own = caller[field];
+    if (value === undefined || own === null) continue;
+    if (value === null || value > own) {
+      const asked = value === null ? 'null (no limit)' : String(value);
+      throw invalidParameter(`${field} ${asked} is above this API key's own ${field} of ${own}; a key cannot give more than it has.`, field);
+    }
+  }
+  // null removes the key's own limit: its project's still bounds it, so only values meet the ceilings.
+  const values = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== null)) as Partial<RateLimitPolicy>;
+  checkCeilings(values, project.ceilings, ctx.config);
+  checkCostBudget(values, ctx.config);
+}
+
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { store, authenticator, now } = ctx;
+
+  /** The caller's own limits (its record): what it may give at most. */
+  const limitsOfKey = async (projectId: string, keyId: string): Promise<KeyLimits> => (await store.apiKeys.get(projectId, keyId))?.limits ?? NO_KEY_LIMITS;
 
   app.get(
     '/v1/api-keys',
@@ -103,6 +140,11 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
       const principal = principalOf(request);
       const { name, project_id: projectId, expires_at: expiresAt, models, scopes, metadata = {} } = request.body;
       if (projectId !== principal.projectId) throw projectMismatch();
+      const given = limitsOf(request.body);
+      const creatorLimits = await limitsOfKey(principal.projectId, principal.keyId);
+      const project = await store.projects.get(projectId);
+      if (!project) throw resourceNotFound('Project', 'project_id');
+      checkLimitsWithin(given, creatorLimits, project, ctx);
       const time = now();
       const expiry = expiresAt === undefined ? null : futureTime(expiresAt, time);
       const creator = principal.access;
@@ -112,6 +154,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
         scopes: scopes === undefined ? scopesOfMask(creator.scopes) : unique(scopes),
         models: models === undefined ? (creator.models && [...creator.models.patterns]) : models && unique(models),
         metadata,
+        // Limits not given are the creator's, as scopes and models are.
+        limits: { ...creatorLimits, ...given },
       };
       const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
       await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
@@ -172,7 +216,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
       schema: {
         summary: 'Read an API key of the authenticated project (never its secret)',
         params: KeyIdParams,
-        response: { 200: envelopeSchema(ApiKeyFields), ...errorResponses },
+        response: { 200: envelopeSchema({ ...ApiKeyFields, usage: KeyBudgetUsage }), ...errorResponses },
       },
     },
     async (request) => {
@@ -181,7 +225,27 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
       const record = await store.apiKeys.get(projectId, keyId);
       if (!record) throw resourceNotFound('API key', 'api_key_id');
       const { id, ...fields } = apiKeyView(record);
-      return envelope(id, fields);
+      const { day, month } = budgetPeriodsAt(now());
+      const used = await store.quota.keyBudgetUsage(projectId, keyId, day, month);
+      const limits = record.limits ?? NO_KEY_LIMITS;
+      const left = (limit: number | null, spent: number) => (limit === null ? null : Math.max(0, limit - spent));
+      return envelope(id, {
+        ...fields,
+        usage: {
+          day,
+          month,
+          used: {
+            daily_tokens: limits.daily_tokens === null ? null : used.dayTokens,
+            monthly_tokens: limits.monthly_tokens === null ? null : used.monthTokens,
+            monthly_cost: limits.monthly_cost === null ? null : used.monthCost,
+          },
+          remaining: {
+            daily_tokens: left(limits.daily_tokens, used.dayTokens),
+            monthly_tokens: left(limits.monthly_tokens, used.monthTokens),
+            monthly_cost: left(limits.monthly_cost, used.monthCost),
+          },
+        },
+      });
     },
   );
 
@@ -199,6 +263,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
             models: Type.Optional(Nullable(KeyModels)),
             scopes: Type.Optional(KeyScopes),
             metadata: Type.Optional(KeyMetadata),
+            rate_limits: Type.Optional(KeyRateLimits),
+            budgets: Type.Optional(KeyBudgets),
           },
           { additionalProperties: false },
         ),
@@ -221,8 +287,15 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
         patch.models = models && unique(models);
       }
       if (metadata !== undefined) patch.metadata = metadata;
+      const limits = limitsOf(request.body);
+      if (Object.keys(limits).length > 0) {
+        const project = await store.projects.get(principal.projectId);
+        if (!project) throw resourceNotFound('Project', 'project_id');
+        checkLimitsWithin(limits, await limitsOfKey(principal.projectId, principal.keyId), project, ctx);
+        patch.limits = limits;
+      }
       if (Object.keys(patch).length === 0) {
-        throw invalidParameter('Give at least one field to change: name, expires_at, models, scopes or metadata.', 'body');
+        throw invalidParameter('Give at least one field to change: name, expires_at, models, scopes, metadata, rate_limits or budgets.', 'body');
       }
       const time = now();
       const updated = await store.apiKeys.update(principal.projectId, keyId, patch, auditEvent(request, 'api_key.update', principal.projectId, keyId, time));

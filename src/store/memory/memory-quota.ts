@@ -1,4 +1,4 @@
-import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { needsSettling, type KeyBudgetUsed, type KeyLimits, type KeyReservation, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../types.js';
 import type { BudgetCorrection } from '../usage-types.js';
 
@@ -23,6 +23,9 @@ interface ProjectState {
 }
 
 const SWEEP_EVERY = 10_000;
+
+/** A key level's state, beside its project's (no project id holds a NUL). */
+const keyStateId = (projectId: string, keyId: string) => `${projectId}\u0000key:${keyId}`;
 const IDLE_MS = 40 * 86_400_000;
 
 /**
@@ -36,55 +39,24 @@ export class MemoryQuotaStore implements QuotaStore {
   constructor(
     private readonly policyOf: (projectId: string) => RateLimitPolicy | undefined,
     private readonly now: () => number = Date.now,
+    /** A key's own limits as its record holds them now; undefined: none. */
+    private readonly keyLimitsOf: (projectId: string, keyId: string) => KeyLimits | undefined = () => undefined,
   ) {}
 
   async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
     const now = this.now();
     if (++this.decisions % SWEEP_EVERY === 0) this.sweep(now);
-    const s = this.stateOf(projectId, now);
-    const w = this.window(s, settings, now);
     const policy = this.policyOf(projectId) ?? settings.defaults;
-    const { requests_per_minute: rpm, burst_limit: burst, tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
-    const { daily_tokens: daily, monthly_tokens: monthly, monthly_cost: monthlyCost } = policy;
-    const { tokens: est, rateTokens: rate, cost } = request;
-
-    let refused: RefusedBy | null = null;
-    const budgeted = daily !== null || monthly !== null || monthlyCost !== null;
-    const dayCurrent = s.budget.day !== undefined && s.budget.day >= request.day;
-    const monthCurrent = s.budget.month !== undefined && s.budget.month >= request.month;
-    const dt = dayCurrent ? s.budget.dt : 0;
-    const mt = monthCurrent ? s.budget.mt : 0;
-    const mc = monthCurrent ? s.budget.mc : 0;
-    if (daily !== null && (dt >= daily || dt + est > daily)) refused = 'daily_tokens';
-    else if (monthly !== null && (mt >= monthly || mt + est > monthly)) refused = 'monthly_tokens';
-    else if (monthlyCost !== null && (mc >= monthlyCost || mc + cost > monthlyCost)) refused = 'monthly_cost';
-
-    const logMode = rpm <= settings.exactLogMax;
-    let used: number;
-    if (logMode) {
-      while (s.log.length > 0 && s.log[0]! <= now - settings.windowMs) s.log.shift();
-      used = s.log.length;
-      if (s.mode === 'sub') s.since = now;
-      s.mode = 'log';
-      if (s.since !== undefined && now - s.since < settings.windowMs && s.rs > used) used = s.rs;
-    } else {
-      used = s.rs;
-      s.mode = 'sub';
-    }
-    let burstTokens = s.burstTokens === undefined ? burst : Math.min(burst, s.burstTokens + ((now - s.burstAt) * burst) / settings.burstWindowMs);
-    const useWindow = used < rpm;
-    if (!refused && !useWindow && burstTokens < 1) refused = 'requests';
-    if (!refused && tpm !== null && s.ts + rate > tpm) refused = 'tokens';
-    let inFlight = 0;
-    if (maxc !== null) {
-      for (const [id, expiry] of s.leases) if (expiry <= now) s.leases.delete(id);
-      inFlight = s.leases.size;
-      if (!refused && inFlight >= maxc) refused = 'concurrency';
-    }
-
+    const project = this.level(this.stateOf(projectId, now), settings, now, policy);
+    const limits = request.keyId === undefined ? undefined : this.keyLimitsOf(projectId, request.keyId);
+    const key = limits === undefined ? undefined : this.level(this.stateOf(keyStateId(projectId, request.keyId!), now), settings, now, limits);
+    // Both levels admit it, or nothing is charged at either: the project's checks first.
+    const checked = project.check(request);
+    const keyChecked = key?.check(request);
+    const level = checked.refused !== null ? 'project' : keyChecked && keyChecked.refused !== null ? 'key' : null;
     const reservation: Reservation = {
       id: request.id,
-      slot: w.cur,
+      slot: project.cur,
       rateTokens: null,
       dayTokens: null,
       monthTokens: null,
@@ -93,73 +65,175 @@ export class MemoryQuotaStore implements QuotaStore {
       month: request.month,
       lease: false,
     };
-    let retryAfterMs = 0;
-    if (!refused) {
-      if (useWindow) {
-        if (logMode) s.log.push(now);
-        w.add('r', 1);
-        used++;
-      } else {
-        burstTokens -= 1;
-        s.burstTokens = burstTokens;
-        s.burstAt = now;
+    if (level === null) {
+      Object.assign(reservation, project.commit(request, checked));
+      if (key && keyChecked) {
+        const charged = key.commit(request, keyChecked);
+        const keyReservation = { keyId: request.keyId!, ...charged };
+        if (keyReservation.lease || charged.rateTokens !== null || charged.dayTokens !== null || charged.monthTokens !== null || charged.monthCost !== null) {
+          reservation.key = keyReservation;
+        }
       }
-      if (tpm !== null) {
-        w.add('t', rate);
-        reservation.rateTokens = rate;
-      }
-      if (maxc !== null) {
-        s.leases.set(request.id, now + settings.leaseTtlMs);
-        inFlight++;
-        reservation.lease = true;
-      }
-      if (budgeted) {
-        if (!dayCurrent) Object.assign(s.budget, { day: request.day, dt: 0 });
-        if (!monthCurrent) Object.assign(s.budget, { month: request.month, mt: 0, mc: 0 });
-        if (daily !== null) s.budget.dt += reservation.dayTokens = est;
-        if (monthly !== null) s.budget.mt += reservation.monthTokens = est;
-        if (monthlyCost !== null) s.budget.mc += reservation.monthCost = cost;
-        // The periods charged, which may be newer than the request's (another replica's clock):
-        // its settlement corrects those.
-        reservation.day = s.budget.day!;
-        reservation.month = s.budget.month!;
-      }
-    } else if (refused === 'requests') {
-      const log = s.log.length === used ? s.log : undefined;
-      retryAfterMs = log && logMode ? log[used - rpm]! + settings.windowMs - now : w.drain('r', s.rs, rpm - 1);
-      if (burst > 0) retryAfterMs = Math.min(retryAfterMs, Math.ceil(((1 - burstTokens) * settings.burstWindowMs) / burst));
-    } else if (refused === 'tokens') {
-      retryAfterMs = rate > tpm! ? settings.windowMs : w.drain('t', s.ts, tpm! - rate);
-    } else if (refused === 'concurrency') {
-      retryAfterMs = 1000;
     }
-
-    let resetMs = 0;
-    if (used > 0) resetMs = logMode && s.log.length > 0 ? s.log.at(-1)! + settings.windowMs - now : w.endMs;
+    const figures = project.figures(request, checked);
+    const keyFigures = key && keyChecked ? key.figures(request, level === 'project' ? { ...keyChecked, refused: null } : keyChecked) : undefined;
     return {
-      allowed: refused === null,
-      refusedBy: refused,
+      allowed: level === null,
+      refusedBy: level === 'key' ? keyChecked!.refused : checked.refused,
+      level,
       policy,
-      remaining: Math.max(0, rpm - used),
-      resetMs,
-      burstRemaining: Math.floor(burstTokens + 1e-9),
-      burstResetMs: burst > 0 && burstTokens < burst ? Math.ceil(((burst - burstTokens) * settings.burstWindowMs) / burst) : 0,
-      tokensRemaining: Math.max(0, (tpm ?? 0) - s.ts),
-      tokensResetMs: s.ts > 0 ? w.endMs : 0,
-      inFlight,
-      retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
-      reservation: refused === null && needsSettling(reservation) ? reservation : null,
+      ...figures,
+      retryAfterMs: level === 'key' ? keyFigures!.retryAfterMs : figures.retryAfterMs,
+      key: keyFigures ? { policy: limits!, ...keyFigures } : null,
+      reservation: level === null && needsSettling(reservation) ? reservation : null,
+    };
+  }
+
+  /**
+   * One level's limits against its state: check writes nothing (a refusal at either level costs
+   * nothing), commit charges. A key level without a request rate has no burst either.
+   */
+  private level(s: ProjectState, settings: AdmissionSettings, now: number, policy: KeyLimits) {
+    const w = this.window(s, settings, now);
+    const { requests_per_minute: rpm, tokens_per_minute: tpm, max_concurrent_requests: maxc } = policy;
+    const burst = rpm === null ? 0 : (policy.burst_limit ?? 0);
+    const { daily_tokens: daily, monthly_tokens: monthly, monthly_cost: monthlyCost } = policy;
+    const budgeted = daily !== null || monthly !== null || monthlyCost !== null;
+    const logMode = rpm !== null && rpm <= settings.exactLogMax;
+    let burstTokens = s.burstTokens === undefined ? burst : Math.min(burst, s.burstTokens + ((now - s.burstAt) * burst) / settings.burstWindowMs);
+    if (rpm !== null) {
+      if (logMode) {
+        while (s.log.length > 0 && s.log[0]! <= now - settings.windowMs) s.log.shift();
+        if (s.mode === 'sub') s.since = now;
+        s.mode = 'log';
+      } else s.mode = 'sub';
+    }
+    if (maxc !== null) for (const [id, expiry] of s.leases) if (expiry <= now) s.leases.delete(id);
+    interface Checked {
+      refused: RefusedBy | null;
+      used: number;
+      useWindow: boolean;
+      inFlight: number;
+      dayCurrent: boolean;
+      monthCurrent: boolean;
+    }
+    return {
+      cur: w.cur,
+      check: (request: AdmissionRequest): Checked => {
+        const { tokens: est, rateTokens: rate, cost } = request;
+        let refused: RefusedBy | null = null;
+        const dayCurrent = s.budget.day !== undefined && s.budget.day >= request.day;
+        const monthCurrent = s.budget.month !== undefined && s.budget.month >= request.month;
+        const dt = dayCurrent ? s.budget.dt : 0;
+        const mt = monthCurrent ? s.budget.mt : 0;
+        const mc = monthCurrent ? s.budget.mc : 0;
+        if (daily !== null && (dt >= daily || dt + est > daily)) refused = 'daily_tokens';
+        else if (monthly !== null && (mt >= monthly || mt + est > monthly)) refused = 'monthly_tokens';
+        else if (monthlyCost !== null && (mc >= monthlyCost || mc + cost > monthlyCost)) refused = 'monthly_cost';
+        let used = 0;
+        let useWindow = true;
+        if (rpm !== null) {
+          used = logMode ? s.log.length : s.rs;
+          if (logMode && s.since !== undefined && now - s.since < settings.windowMs && s.rs > used) used = s.rs;
+          useWindow = used < rpm;
+          if (!refused && !useWindow && burstTokens < 1) refused = 'requests';
+        }
+        if (!refused && tpm !== null && s.ts + rate > tpm) refused = 'tokens';
+        const inFlight = maxc === null ? 0 : s.leases.size;
+        if (!refused && maxc !== null && inFlight >= maxc) refused = 'concurrency';
+        return { refused, used, useWindow, inFlight, dayCurrent, monthCurrent };
+      },
+      commit: (request: AdmissionRequest, c: Checked) => {
+        const charged = {
+          rateTokens: null as number | null,
+          dayTokens: null as number | null,
+          monthTokens: null as number | null,
+          monthCost: null as number | null,
+          day: request.day,
+          month: request.month,
+          lease: false,
+        };
+        if (rpm !== null) {
+          if (c.useWindow) {
+            if (logMode) s.log.push(now);
+            w.add('r', 1);
+            c.used++;
+          } else {
+            burstTokens -= 1;
+            s.burstTokens = burstTokens;
+            s.burstAt = now;
+          }
+        }
+        if (tpm !== null) {
+          w.add('t', request.rateTokens);
+          charged.rateTokens = request.rateTokens;
+        }
+        if (maxc !== null) {
+          s.leases.set(request.id, now + settings.leaseTtlMs);
+          c.inFlight++;
+          charged.lease = true;
+        }
+        if (budgeted) {
+          if (!c.dayCurrent) Object.assign(s.budget, { day: request.day, dt: 0 });
+          if (!c.monthCurrent) Object.assign(s.budget, { month: request.month, mt: 0, mc: 0 });
+          if (daily !== null) s.budget.dt += charged.dayTokens = request.tokens;
+          if (monthly !== null) s.budget.mt += charged.monthTokens = request.tokens;
+          if (monthlyCost !== null) s.budget.mc += charged.monthCost = request.cost;
+          // The periods charged, which may be newer than the request's (another replica's clock):
+          // its settlement corrects those.
+          charged.day = s.budget.day!;
+          charged.month = s.budget.month!;
+        }
+        return charged;
+      },
+      figures: (request: AdmissionRequest, c: Checked) => {
+        let retryAfterMs = 0;
+        const { refused, used } = c;
+        if (refused === 'requests') {
+          const log = s.log.length === used ? s.log : undefined;
+          retryAfterMs = log && logMode ? log[used - rpm!]! + settings.windowMs - now : w.drain('r', s.rs, rpm! - 1);
+          if (burst > 0) retryAfterMs = Math.min(retryAfterMs, Math.ceil(((1 - burstTokens) * settings.burstWindowMs) / burst));
+        } else if (refused === 'tokens') {
+          retryAfterMs = request.rateTokens > tpm! ? settings.windowMs : w.drain('t', s.ts, tpm! - request.rateTokens);
+        } else if (refused === 'concurrency') {
+          retryAfterMs = 1000;
+        }
+        let resetMs = 0;
+        if (rpm !== null && used > 0) resetMs = logMode && s.log.length > 0 ? s.log.at(-1)! + settings.windowMs - now : w.endMs;
+        return {
+          remaining: rpm === null ? 0 : Math.max(0, rpm - used),
+          resetMs,
+          burstRemaining: rpm === null ? 0 : Math.floor(burstTokens + 1e-9),
+          burstResetMs: burst > 0 && burstTokens < burst ? Math.ceil(((burst - burstTokens) * settings.burstWindowMs) / burst) : 0,
+          tokensRemaining: Math.max(0, (tpm ?? 0) - s.ts),
+          tokensResetMs: s.ts > 0 ? w.endMs : 0,
+          inFlight: c.inFlight,
+          retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
+        };
+      },
     };
   }
 
   async settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
     const now = this.now();
-    const s = this.stateOf(projectId, now);
+    this.settleOn(this.stateOf(projectId, now), settings, now, reservation, reservation.slot, used);
+    const key = reservation.key;
+    if (key) this.settleOn(this.stateOf(keyStateId(projectId, key.keyId), now), settings, now, { ...key, id: reservation.id }, reservation.slot, used);
+  }
+
+  private settleOn(
+    s: ProjectState,
+    settings: AdmissionSettings,
+    now: number,
+    reservation: Omit<KeyReservation, 'keyId'> & { id: string },
+    slot: number,
+    used: Settlement,
+  ): void {
     const w = this.window(s, settings, now);
     if (reservation.rateTokens !== null) {
       let delta = used.tokens - reservation.rateTokens;
-      const held = s.sub.get(reservation.slot);
-      if (held && reservation.slot >= s.low!) {
+      const held = s.sub.get(slot);
+      if (held && slot >= s.low!) {
         if (held.t + delta < 0) delta = -held.t;
         held.t += delta;
         s.ts = Math.max(0, s.ts + delta);
@@ -191,9 +265,18 @@ export class MemoryQuotaStore implements QuotaStore {
     }
   }
 
-  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
+  async keyBudgetUsage(projectId: string, keyId: string, day: string, month: string): Promise<KeyBudgetUsed> {
+    const budget = this.states.get(keyStateId(projectId, keyId))?.budget;
+    return {
+      dayTokens: budget?.day === day ? budget.dt : 0,
+      monthTokens: budget?.month === month ? budget.mt : 0,
+      monthCost: budget?.month === month ? budget.mc : 0,
+    };
+  }
+
+  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[], keyId?: string): Promise<void> {
     const now = this.now();
-    const leases = this.states.get(projectId)?.leases;
+    const leases = this.states.get(keyId === undefined ? projectId : keyStateId(projectId, keyId))?.leases;
     for (const id of leaseIds) if (leases?.has(id)) leases.set(id, now + settings.leaseTtlMs);
   }
 
@@ -261,6 +344,7 @@ export class MemoryQuotaStore implements QuotaStore {
 
   forgetProject(projectId: string): void {
     this.states.delete(projectId);
+    for (const id of this.states.keys()) if (id.startsWith(keyStateId(projectId, ''))) this.states.delete(id);
   }
 
   /** Forgets projects idle longer than any window, lease or budget period they could still hold. */

@@ -1,3 +1,4 @@
+import { NO_KEY_LIMITS, type KeyLimits } from '../quota-types.js';
 import { MemoryResponseOwnerStore } from './response-owners.js';
 import { EventEmitter } from 'node:events';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
@@ -39,7 +40,14 @@ export class MemoryStore implements Store {
   private readonly principals = new Map<string, KeyPrincipal>();
   private readonly auditByProject = new Map<string, AuditEvent[]>();
   private readonly bus = new EventEmitter();
-  readonly quota = new MemoryQuotaStore((projectId) => this.projectsById.get(projectId)?.rate_limits);
+  readonly quota = new MemoryQuotaStore(
+    (projectId) => this.projectsById.get(projectId)?.rate_limits,
+    Date.now,
+    (projectId, keyId) => {
+      // As quota-batch.lua reads a key's record: a key without limits (or gone) has them all null.
+      return clone(this.keysByProject.get(projectId)?.get(keyId)?.record.limits ?? NO_KEY_LIMITS);
+    },
+  );
   readonly usage = new MemoryUsageStore(Date.now, (projectId, corrections) => this.quota.correctBudgets(projectId, corrections));
   readonly conversations = new MemoryConversationStore(
     Date.now,
@@ -142,8 +150,15 @@ export class MemoryStore implements Store {
     update: async (projectId, keyId, patch, audit) => {
       const stored = this.keysByProject.get(projectId)?.get(keyId);
       if (!stored) return null;
-      const fields = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined));
+      const { limits, ...rest } = patch;
+      const fields = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined));
       Object.assign(stored.record, clone(fields));
+      // Only the limits given change (null removes one), as the Redis record's fields do.
+      if (limits !== undefined) {
+        const merged = { ...NO_KEY_LIMITS, ...stored.record.limits };
+        for (const [field, value] of Object.entries(limits)) if (value !== undefined) merged[field as keyof KeyLimits] = value;
+        stored.record.limits = merged;
+      }
       this.appendAudit(audit);
       return { record: clone(stored.record), changedHashes: [stored.hash, ...(stored.previousHash ? [stored.previousHash] : [])] };
     },
@@ -167,8 +182,8 @@ export class MemoryStore implements Store {
       // Scopes, models and expiry as the record holds them now (a PATCH changes only the record).
       const record = this.keysByProject.get(principal.projectId)?.get(principal.keyId)?.record;
       if (!record) return null;
-      const { expiresAtMs, scopes, models } = principalOfKey(record);
-      return { ...principal, expiresAtMs, scopes: clone(scopes), models: clone(models) };
+      const { expiresAtMs, scopes, models, limited } = principalOfKey(record);
+      return { ...principal, expiresAtMs, scopes: clone(scopes), models: clone(models), limited };
     },
     touch: async (projectId, keyId, at) => {
       const stored = this.keysByProject.get(projectId)?.get(keyId);

@@ -1,3 +1,4 @@
+import { POLICY_FIELDS } from '../policy.js';
 import type { ApiKeyPatch, ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
 import { principalOfKey } from '../principal.js';
 import type { RedisClient } from './connect.js';
@@ -203,7 +204,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
   async resolve(secretHash: string): Promise<KeyPrincipal | null> {
     const principal = principalFromJson(await guard(this.redis.get(this.keys.secret(secretHash))));
     if (principal === null) return null;
-    const fields = await guard(this.redis.hmget(this.keys.apiKey(principal.projectId, principal.keyId), 'id', 'expires_at', 'scopes', 'models'));
+    const fields = await guard(this.redis.hmget(this.keys.apiKey(principal.projectId, principal.keyId), 'id', 'expires_at', 'scopes', 'models', ...POLICY_FIELDS));
     return principalWithRecord(principal, fields);
   }
 

@@ -1,4 +1,5 @@
 import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type RateLimitPolicy } from '../policy.js';
+import type { KeyLimits } from '../quota-types.js';
 import type { ApiKeyPatch, ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
 // Codecs between the Store's records and what Redis holds of them: hash fields, stream entries, JSON.
@@ -43,7 +44,18 @@ export function apiKeyFromHash(hash: Record<string, string>): ApiKeyRecord | nul
     models: jsonOrNull<string[]>(hash.models),
     scopes: jsonOrNull<string[]>(hash.scopes),
     metadata: jsonOrNull<Record<string, string>>(hash.metadata) ?? {},
+    limits: keyLimitsFromFields(POLICY_FIELDS.map((field) => hash[field])),
   };
+}
+
+/** A key's limits from its record's policy fields (quota-batch.lua reads the same ones); '' or absent: none. */
+export function keyLimitsFromFields(values: readonly (string | null | undefined)[]): KeyLimits {
+  const limits = {} as KeyLimits;
+  POLICY_FIELDS.forEach((field, i) => {
+    const value = values[i];
+    limits[field] = value === undefined || value === null || value === '' ? null : Number(value);
+  });
+  return limits;
 }
 
 /** The key's list and map fields are JSON in their hash fields; '' or absent (a key stored before they existed) is null. */
@@ -57,13 +69,15 @@ export function apiKeyPatchToHash(patch: ApiKeyPatch): Record<string, string> {
   if (patch.models !== undefined) fields.models = patch.models === null ? '' : JSON.stringify(patch.models);
   if (patch.scopes !== undefined) fields.scopes = patch.scopes === null ? '' : JSON.stringify(patch.scopes);
   if (patch.metadata !== undefined) fields.metadata = JSON.stringify(patch.metadata);
+  for (const [field, value] of Object.entries(patch.limits ?? {})) if (value !== undefined) fields[field] = numberOrEmpty(value);
   return fields;
 }
 
 /** A principal's current scopes, models and expiry from HMGET of its record's id, expires_at, scopes, models. */
-export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, scopes, models]: (string | null)[]): KeyPrincipal | null {
+export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, scopes, models, ...limits]: (string | null)[]): KeyPrincipal | null {
   if (!id) return null;
   return {
+    limited: limits.some((value) => value !== null && value !== ''),
     ...principal,
     expiresAtMs: expiresAt ? Date.parse(expiresAt) : null,
     scopes: jsonOrNull<string[]>(scopes ?? undefined),

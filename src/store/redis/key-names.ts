@@ -25,6 +25,8 @@ export class KeyNames {
   rateSubWindows = (projectId: string) => `${this.prefix}:{${projectId}}:rl:sub`;
   rateLeases = (projectId: string) => `${this.prefix}:{${projectId}}:rl:leases`;
   budgets = (projectId: string) => `${this.prefix}:{${projectId}}:rl:budget`;
+  /** A key's own limiter state (its rate_limits and budgets), in its project's slot: decided in the same script call. */
+  keyRate = (projectId: string, keyId: string, part: 'window' | 'burst' | 'sub' | 'leases' | 'budget') => `${this.prefix}:{${projectId}}:kl:${keyId}:${part}`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;
   /** Per replica, the newest usage batch applied to the project (exactly-once writes). */
   usageApplied = (projectId: string) => `${this.prefix}:{${projectId}}:usage:applied`;

@@ -19,7 +19,14 @@
 -- ended are settled, then the new ones admitted in order, each seeing the writes of those before it,
 -- exactly as one call each would at the same instant.
 --
--- KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash.
+-- Two levels (DESIGN.md section 9): a key with limits of its own has the same five structures
+-- (`kl:<key id>:window|burst|sub|leases|budget`, in the project's slot) and its limits in its record;
+-- a request that names its key passes only if both levels admit it (the project's checked first),
+-- and a refusal at either charges neither. A request without a key level costs no key-level work.
+--
+-- KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash; then, for each key
+-- level the call names (its `k`, 1-based), the key's record, window log, burst hash, sub-window hash,
+-- leases and budget hash.
 -- ARGV[1]: one JSON object (one argument to encode and to parse, where a hundred separate ones cost
 -- the client more for each than one argument costs the script):
 --   windowMs, subWindows, burstWindowMs, exactLogMax, leaseTtlMs: the admission settings;
@@ -31,7 +38,9 @@
 --     stream. Its budget part is skipped when apply-usage.lua reconciled it from the usage records
 --     already (`f<replica>:<seq>`, left there when it went unanswered); `q<replica>` keeps the
 --     highest run, which tells apply-usage.lua that it ran;
---   admissions: [{id, tokens, rate, cost, day, month}]: what each request asks (`tokens` of the budgets,
+--   settlements may carry k and key: {rateTokens?, dayTokens?, monthTokens?, monthCost?, day, month,
+--     lease?}: the key level's charges (its budgets are not fenced: no usage-record correction for them);
+--   admissions: [{id, tokens, rate, cost, day, month, k?}]: what each request asks (`tokens` of the budgets,
 --     `rate` of the token rate: less when its output part is capped).
 --   lateAfter (optional): Redis's time after which the replica has surely given up waiting (its
 --     command timeout, with the clock difference its replies bound); a batch run later (held in a hung
@@ -46,7 +55,10 @@
 --     burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs,
 --     chargedRate, chargedDay, chargedMonth, chargedCost (true when the admission charged the
 --     request's tokens, or its cost, to that limit; absent when not), lease (true when a lease was
---     taken; absent when not), day, month (the budget periods charged)}.
+--     taken; absent when not), day, month (the budget periods charged), level ('project' or 'key'
+--     when refused; refusedBy is then the project's, or absent and in key), key (a key level's own
+--     decision, the same fields)};
+--   keyPolicies: [{k, policy}] of the key levels admitted on (burst_limit as the record holds it).
 -- cjson writes numbers with 14 significant digits: every number in the reply stays below 10^13.
 --
 -- Settling: each charge becomes the real usage where it still counts: in its sub-window while
@@ -57,12 +69,8 @@
 -- Each hash is read once and written once per call, whatever the number of requests it carries:
 -- the counters live in locals in between (the script runs atomically, so no one sees them stale),
 -- which keeps a busy project's Redis time per request to its lease's ZADD and ZREM.
-local PROJECT, LOG, BURST, SUB, LEASES, BUDGET = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local Q = cjson.decode(ARGV[1])
 
--- Brings `rl:sub` (SUB) up to the current sub-window: subtracts and deletes what left the window.
--- The current sub-window's counters (`rcur`, `tcur`) and the running sums are held in locals and
--- written once, by saveSub, at the end of the call.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = Q.windowMs
@@ -70,267 +78,375 @@ local n = Q.subWindows
 local sub = window / n
 local cur = math.floor(now / sub)
 local first = cur - n
+local burstWindow = Q.burstWindowMs
+local leaseTtl = Q.leaseTtlMs
+local null = cjson.null
 local function num(v) return tonumber(v) or 0 end
 -- integers as Redis stores them (HINCRBY reads them back): no exponent, no fraction
 local function int(v) return string.format('%d', v) end
-local meta = redis.call('HMGET', SUB, 'low', 'rs', 'ts', 'mode', 'since', 'r' .. cur, 't' .. cur)
-local low = tonumber(meta[1])
-local rs, ts = num(meta[2]), num(meta[3])
-local rcur, tcur, curChanged = num(meta[6]), num(meta[7]), false
-if low ~= nil and first - low > n then
-  redis.call('DEL', SUB)
-  rs, ts, meta[4], meta[5], rcur, tcur = 0, 0, false, false, 0, 0
-elseif low ~= nil and low < first then
-  for k = low, first - 1 do
-    local v = redis.call('HMGET', SUB, 'r' .. k, 't' .. k)
-    rs, ts = rs - num(v[1]), ts - num(v[2])
-    redis.call('HDEL', SUB, 'r' .. k, 't' .. k)
+
+-- One level's state (the project's, or a key's): its keys and the counters held in locals between
+-- the reads and the single write at the end of the call.
+-- Brings `rl:sub` up to the current sub-window: subtracts and deletes what left the window. The
+-- current sub-window's counters (`rcur`, `tcur`) and the running sums are written once, by saveSub.
+local function openLevel(record, log, burst, subKey, leases, budgetKey)
+  local L = {record = record, log = log, burstKey = burst, sub = subKey, leases = leases, budgetKey = budgetKey,
+    earlier = {}, released = {}, curChanged = false, budChanged = false}
+  local meta = redis.call('HMGET', subKey, 'low', 'rs', 'ts', 'mode', 'since', 'r' .. cur, 't' .. cur)
+  local low = tonumber(meta[1])
+  L.rs, L.ts, L.rcur, L.tcur, L.mode, L.since = num(meta[2]), num(meta[3]), num(meta[6]), num(meta[7]), meta[4], meta[5]
+  if low ~= nil and first - low > n then
+    redis.call('DEL', subKey)
+    L.rs, L.ts, L.mode, L.since, L.rcur, L.tcur = 0, 0, false, false, 0, 0
+  elseif low ~= nil and low < first then
+    for k = low, first - 1 do
+      local v = redis.call('HMGET', subKey, 'r' .. k, 't' .. k)
+      L.rs, L.ts = L.rs - num(v[1]), L.ts - num(v[2])
+      redis.call('HDEL', subKey, 'r' .. k, 't' .. k)
+    end
   end
+  if L.rs < 0 then L.rs = 0 end
+  if L.ts < 0 then L.ts = 0 end
+  if low == nil or low < first then low = first end
+  L.low = low
+  return L
 end
-if rs < 0 then rs = 0 end
-if ts < 0 then ts = 0 end
-if low == nil or low < first then low = first end
-local function saveSub()
-  if curChanged then
-    redis.call('HSET', SUB, 'low', low, 'rs', int(rs), 'ts', int(ts), 'r' .. cur, int(rcur), 't' .. cur, int(tcur))
+local function saveSub(L)
+  if L.curChanged then
+    redis.call('HSET', L.sub, 'low', L.low, 'rs', int(L.rs), 'ts', int(L.ts), 'r' .. cur, int(L.rcur), 't' .. cur, int(L.tcur))
   else
-    redis.call('HSET', SUB, 'low', low, 'rs', int(rs), 'ts', int(ts))
+    redis.call('HSET', L.sub, 'low', L.low, 'rs', int(L.rs), 'ts', int(L.ts))
   end
-  redis.call('PEXPIRE', SUB, math.ceil(window + 2 * sub))
+  redis.call('PEXPIRE', L.sub, math.ceil(window + 2 * sub))
 end
 -- ms until the window's count of prefix (r or t) has dropped to at most target
-local function drain(prefix, total, target)
+local function drain(L, prefix, total, target)
   local acc = 0
-  for k = low, cur do
+  for k = L.low, cur do
     if k == cur then
-      if prefix == 'r' then acc = acc + rcur else acc = acc + tcur end
+      if prefix == 'r' then acc = acc + L.rcur else acc = acc + L.tcur end
     else
-      acc = acc + num(redis.call('HGET', SUB, prefix .. k))
+      acc = acc + num(redis.call('HGET', L.sub, prefix .. k))
     end
     if total - acc <= target then return math.max(1, math.ceil((k + n + 1) * sub - now)) end
   end
   return window
 end
-local burstWindow = Q.burstWindowMs
-local leaseTtl = Q.leaseTtlMs
-
 -- The budget hash, read at most once per call and written once at its end.
-local bud, budChanged = nil, false
-local function budget()
-  if not bud then
-    local v = redis.call('HMGET', BUDGET, 'day', 'dt', 'month', 'mt', 'mc')
-    bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5])}
+local function budget(L)
+  if not L.bud then
+    local v = redis.call('HMGET', L.budgetKey, 'day', 'dt', 'month', 'mt', 'mc')
+    L.bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5])}
   end
-  return bud
+  return L.bud
 end
 
--- earlier sub-windows' token counts that settlements correct: each read and written once
-local earlier, released = {}, {}
+-- A settlement's charges on one level: each becomes the real usage where it still counts.
+local function settleOn(L, c, id, slot, usedTokens, usedCost, fenced)
+  if c.rateTokens then
+    local delta = usedTokens - c.rateTokens
+    if slot == cur then
+      local v = L.tcur + delta
+      if v < 0 then delta, v = delta - v, 0 end
+      L.tcur, L.curChanged = v, true
+      L.ts = L.ts + delta
+    elseif slot >= L.low then
+      local v = (L.earlier[slot] or num(redis.call('HGET', L.sub, 't' .. slot))) + delta
+      if v < 0 then delta, v = delta - v, 0 end
+      L.earlier[slot] = v
+      L.ts = L.ts + delta
+    elseif delta > 0 then
+      L.tcur, L.curChanged = L.tcur + delta, true
+      L.ts = L.ts + delta
+    end
+    if L.ts < 0 then L.ts = 0 end
+  end
+  if not fenced and (c.dayTokens or c.monthTokens or c.monthCost) then
+    local g = budget(L)
+    if c.dayTokens and g.day == c.day then g.dt, L.budChanged = g.dt + usedTokens - c.dayTokens, true end
+    if c.monthTokens and g.month == c.month then g.mt, L.budChanged = g.mt + usedTokens - c.monthTokens, true end
+    if c.monthCost and g.month == c.month then g.mc, L.budChanged = g.mc + usedCost - c.monthCost, true end
+  end
+  if c.lease then L.released[#L.released + 1] = id end
+end
+
+-- The levels: the project's (always), and the keys with limits this batch names (KEYS 7.., six each).
+local project = openLevel(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local keyLevels = {}
+local function keyLevel(k)
+  if not keyLevels[k] then
+    local b = 6 + (k - 1) * 6
+    keyLevels[k] = openLevel(KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6])
+  end
+  return keyLevels[k]
+end
+
 local fenced = false
 if Q.fence then
   local fence = 'f' .. Q.fence.replica .. ':' .. int(Q.fence.seq)
-  local marks = redis.call('HMGET', BUDGET, 'q' .. Q.fence.replica, fence)
+  local marks = redis.call('HMGET', project.budgetKey, 'q' .. Q.fence.replica, fence)
   if marks[2] then
     fenced = true
-    redis.call('HDEL', BUDGET, fence)
+    redis.call('HDEL', project.budgetKey, fence)
   end
   if not (marks[1] and tonumber(string.match(marks[1], '^(%d+)')) >= Q.fence.seq) then
-    redis.call('HSET', BUDGET, 'q' .. Q.fence.replica, int(Q.fence.seq) .. ':' .. int(now))
-    redis.call('PEXPIRE', BUDGET, 32 * 86400000)
+    redis.call('HSET', project.budgetKey, 'q' .. Q.fence.replica, int(Q.fence.seq) .. ':' .. int(now))
+    redis.call('PEXPIRE', project.budgetKey, 32 * 86400000)
   end
 end
 for _, settled in ipairs(Q.settlements) do
-  local slot, rateTokens, dayTokens, monthTokens, monthCost = settled.slot, settled.rateTokens, settled.dayTokens, settled.monthTokens, settled.monthCost
-  local usedTokens, usedCost = settled.usedTokens, settled.usedCost
-  if rateTokens then
-    local delta = usedTokens - rateTokens
-    if slot == cur then
-      local v = tcur + delta
-      if v < 0 then delta, v = delta - v, 0 end
-      tcur, curChanged = v, true
-      ts = ts + delta
-    elseif slot >= low then
-      local v = (earlier[slot] or num(redis.call('HGET', SUB, 't' .. slot))) + delta
-      if v < 0 then delta, v = delta - v, 0 end
-      earlier[slot] = v
-      ts = ts + delta
-    elseif delta > 0 then
-      tcur, curChanged = tcur + delta, true
-      ts = ts + delta
-    end
-    if ts < 0 then ts = 0 end
-  end
-  if not fenced and (dayTokens or monthTokens or monthCost) then
-    local g = budget()
-    if dayTokens and g.day == settled.day then g.dt, budChanged = g.dt + usedTokens - dayTokens, true end
-    if monthTokens and g.month == settled.month then g.mt, budChanged = g.mt + usedTokens - monthTokens, true end
-    if monthCost and g.month == settled.month then g.mc, budChanged = g.mc + usedCost - monthCost, true end
-  end
-  if settled.lease then released[#released + 1] = settled.id end
+  settleOn(project, settled, settled.id, settled.slot, settled.usedTokens, settled.usedCost, fenced)
+  -- a key's budgets have no usage-record correction to fence against: its settlement always counts
+  if settled.k then settleOn(keyLevel(settled.k), settled.key, settled.id, settled.slot, settled.usedTokens, settled.usedCost, false) end
 end
-if #released > 0 then redis.call('ZREM', LEASES, unpack(released)) end
-for slot, v in pairs(earlier) do redis.call('HSET', SUB, 't' .. slot, int(v)) end
+-- the settled leases and earlier sub-windows are written before the admissions read them
+local function release(L)
+  if #L.released > 0 then redis.call('ZREM', L.leases, unpack(L.released)) end
+  for slot, v in pairs(L.earlier) do redis.call('HSET', L.sub, 't' .. slot, int(v)) end
+end
+release(project)
+for _, L in pairs(keyLevels) do release(L) end
 
-local reply = {now = int(now)}
-if Q.lateAfter and now > Q.lateAfter and #Q.admissions > 0 then
-  reply.late = true
-elseif #Q.admissions > 0 then
-  local decisions = {}
-  local p = redis.call('HMGET', PROJECT, 'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost')
-  local rpm = tonumber(p[1]) or Q.defaultRequestsPerMinute
-  local burst = tonumber(p[2]) or Q.defaultBurstLimit
-  local tpm, maxc, daily, monthly, mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
-  -- request rate: the exact log for small policies, the sub-window counters for large ones
-  local logMode = rpm <= Q.exactLogMax
-  if logMode then
-    redis.call('ZREMRANGEBYSCORE', LOG, '-inf', now - window)
-    if meta[4] == 'sub' then
-      meta[5] = now
-      redis.call('HSET', SUB, 'mode', 'log', 'since', now)
-    elseif not meta[4] then
-      redis.call('HSET', SUB, 'mode', 'log')
+-- A level's limits for this call's admissions, and its state as of now (one read each).
+local function prepare(L, p, rpmDefault, burstDefault)
+  L.rpm = tonumber(p[1]) or rpmDefault
+  L.burst = tonumber(p[2]) or burstDefault
+  L.tpm, L.maxc, L.daily, L.monthly, L.mcost = tonumber(p[3]), tonumber(p[4]), tonumber(p[5]), tonumber(p[6]), tonumber(p[7])
+  L.p = p
+  if L.rpm then
+    -- request rate: the exact log for small policies, the sub-window counters for large ones
+    L.logMode = L.rpm <= Q.exactLogMax
+    if L.logMode then
+      redis.call('ZREMRANGEBYSCORE', L.log, '-inf', now - window)
+      if L.mode == 'sub' then
+        L.since = now
+        redis.call('HSET', L.sub, 'mode', 'log', 'since', now)
+      elseif not L.mode then
+        redis.call('HSET', L.sub, 'mode', 'log')
+      end
+    elseif L.mode ~= 'sub' then
+      redis.call('HSET', L.sub, 'mode', 'sub')
     end
-  elseif meta[4] ~= 'sub' then
-    redis.call('HSET', SUB, 'mode', 'sub')
+    -- the burst bucket as of now (one read; written back once if spent)
+    local state = redis.call('HMGET', L.burstKey, 'tokens', 'at')
+    L.btok = L.burst
+    if state[1] then L.btok = math.min(L.burst, tonumber(state[1]) + (now - tonumber(state[2])) * L.burst / burstWindow) end
   end
-  -- the burst bucket as of now (one read; written back once if spent), the leases in flight
-  local state = redis.call('HMGET', BURST, 'tokens', 'at')
-  local btok = burst
-  if state[1] then btok = math.min(burst, tonumber(state[1]) + (now - tonumber(state[2])) * burst / burstWindow) end
-  local burstSpent = false
-  local held, leased = 0, {}
-  if maxc then
-    redis.call('ZREMRANGEBYSCORE', LEASES, '-inf', now)
-    held = redis.call('ZCARD', LEASES)
+  L.burstSpent, L.held, L.leased = false, 0, {}
+  if L.maxc then
+    redis.call('ZREMRANGEBYSCORE', L.leases, '-inf', now)
+    L.held = redis.call('ZCARD', L.leases)
   end
+end
 
-  for _, asked in ipairs(Q.admissions) do
-    local id, est, rate, cost, day, month = asked.id, asked.tokens, asked.rate, asked.cost, asked.day, asked.month
-    local refused = ''
-    -- budgets of the current UTC periods (a replica still in the previous period charges the newer one)
-    local g, dt, mt, mc, dayFresh, monthFresh = nil, 0, 0, 0, true, true
-    if daily or monthly or mcost then
-      g = budget()
-      if g.day and g.day >= day then dayFresh, dt = false, g.dt end
-      if g.month and g.month >= month then monthFresh, mt, mc = false, g.mt, g.mc end
-      if daily and (dt >= daily or dt + est > daily) then refused = 'daily_tokens'
-      elseif monthly and (mt >= monthly or mt + est > monthly) then refused = 'monthly_tokens'
-      elseif mcost and (mc >= mcost or mc + cost > mcost) then refused = 'monthly_cost' end
-    end
-
-    local used
-    if logMode then
-      used = redis.call('ZCARD', LOG)
+-- Whether a level admits a request: its spent budget first, then the request rate (window, else
+-- burst), the token rate and the concurrency cap. Writes nothing.
+local function check(L, asked)
+  local c = {refused = '', dt = 0, mt = 0, mc = 0, dayFresh = true, monthFresh = true}
+  if L.daily or L.monthly or L.mcost then
+    local g = budget(L)
+    c.g = g
+    if g.day and g.day >= asked.day then c.dayFresh, c.dt = false, g.dt end
+    if g.month and g.month >= asked.month then c.monthFresh, c.mt, c.mc = false, g.mt, g.mc end
+    if L.daily and (c.dt >= L.daily or c.dt + asked.tokens > L.daily) then c.refused = 'daily_tokens'
+    elseif L.monthly and (c.mt >= L.monthly or c.mt + asked.tokens > L.monthly) then c.refused = 'monthly_tokens'
+    elseif L.mcost and (c.mc >= L.mcost or c.mc + asked.cost > L.mcost) then c.refused = 'monthly_cost' end
+  end
+  local used = 0
+  if L.rpm then
+    if L.logMode then
+      used = redis.call('ZCARD', L.log)
       -- just switched from counters: the log does not hold the window yet, the counters do
-      if meta[5] and now - tonumber(meta[5]) < window and rs > used then used = rs end
+      if L.since and now - tonumber(L.since) < window and L.rs > used then used = L.rs end
     else
-      used = rs
+      used = L.rs
     end
-    local useWindow = used < rpm
-    if refused == '' and not useWindow and btok < 1 then refused = 'requests' end
-    if refused == '' and tpm and ts + rate > tpm then refused = 'tokens' end
-    local inflight = held
-    if refused == '' and maxc and inflight >= maxc then refused = 'concurrency' end
+    c.useWindow = used < L.rpm
+    if c.refused == '' and not c.useWindow and L.btok < 1 then c.refused = 'requests' end
+  end
+  c.used = used
+  if c.refused == '' and L.tpm and L.ts + asked.rate > L.tpm then c.refused = 'tokens' end
+  c.inflight = L.held
+  if c.refused == '' and L.maxc and c.inflight >= L.maxc then c.refused = 'concurrency' end
+  return c
+end
 
-    -- what the admission took (nil: not taken, left out of the reply)
-    local retry, chargedRate, chargedDay, chargedMonth, chargedCost, lease = 0, nil, nil, nil, nil, nil
-    if refused == '' then
-      if useWindow then
-        if logMode then
-          redis.call('ZADD', LOG, now, id)
-          redis.call('PEXPIRE', LOG, window)
-        end
-        rcur, curChanged = rcur + 1, true
-        rs, used = rs + 1, used + 1
-      else
-        btok, burstSpent = btok - 1, true
+-- Charges an admitted request to a level; returns what it took.
+local function commit(L, asked, c)
+  local d = {}
+  if L.rpm then
+    if c.useWindow then
+      if L.logMode then
+        redis.call('ZADD', L.log, now, asked.id)
+        redis.call('PEXPIRE', L.log, window)
       end
-      if tpm then
-        tcur, curChanged = tcur + rate, true
-        ts, chargedRate = ts + rate, true
-      end
-      if maxc then
-        leased[#leased + 1] = now + leaseTtl
-        leased[#leased + 1] = id
-        held = held + 1
-        inflight, lease = held, true
-      end
-      if g then
-        if dayFresh then g.day, g.dt = day, 0 end
-        if monthFresh then g.month, g.mt, g.mc = month, 0, 0 end
-        if daily then g.dt = g.dt + est; chargedDay = true end
-        if monthly then g.mt = g.mt + est; chargedMonth = true end
-        if mcost then g.mc = g.mc + cost; chargedCost = true end
-        budChanged = true
-      end
-    elseif refused == 'requests' then
-      if logMode and used >= rpm and used == redis.call('ZCARD', LOG) then
-        local entry = redis.call('ZRANGE', LOG, used - rpm, used - rpm, 'WITHSCORES')
-        retry = tonumber(entry[2]) + window - now
-      else
-        retry = drain('r', rs, rpm - 1)
-      end
-      if burst > 0 then retry = math.min(retry, math.ceil((1 - btok) * burstWindow / burst)) end
-    elseif refused == 'tokens' then
-      if rate > tpm then retry = window else retry = drain('t', ts, tpm - rate) end
-    elseif refused == 'concurrency' then
-      retry = 1000
+      L.rcur, L.curChanged = L.rcur + 1, true
+      L.rs, c.used = L.rs + 1, c.used + 1
+    else
+      L.btok, L.burstSpent = L.btok - 1, true
     end
+  end
+  if L.tpm then
+    L.tcur, L.curChanged = L.tcur + asked.rate, true
+    L.ts, d.chargedRate = L.ts + asked.rate, true
+  end
+  if L.maxc then
+    L.leased[#L.leased + 1] = now + leaseTtl
+    L.leased[#L.leased + 1] = asked.id
+    L.held = L.held + 1
+    c.inflight, d.lease = L.held, true
+  end
+  local g = c.g
+  if g then
+    if c.dayFresh then g.day, g.dt = asked.day, 0 end
+    if c.monthFresh then g.month, g.mt, g.mc = asked.month, 0, 0 end
+    if L.daily then g.dt = g.dt + asked.tokens; d.chargedDay = true end
+    if L.monthly then g.mt = g.mt + asked.tokens; d.chargedMonth = true end
+    if L.mcost then g.mc = g.mc + asked.cost; d.chargedCost = true end
+    L.budChanged = true
+  end
+  return d
+end
 
-    local resetMs = 0
-    if used > 0 then
-      if logMode and redis.call('EXISTS', LOG) == 1 then
-        local newest = redis.call('ZRANGE', LOG, -1, -1, 'WITHSCORES')
+-- A level's figures after the decision (d: what commit took, or {}), with the retry time of its refusal.
+local function figures(L, asked, c, d)
+  local retry, refused = 0, c.refused
+  if refused == 'requests' then
+    local used = c.used
+    if L.logMode and used >= L.rpm and used == redis.call('ZCARD', L.log) then
+      local entry = redis.call('ZRANGE', L.log, used - L.rpm, used - L.rpm, 'WITHSCORES')
+      retry = tonumber(entry[2]) + window - now
+    else
+      retry = drain(L, 'r', L.rs, L.rpm - 1)
+    end
+    if L.burst > 0 then retry = math.min(retry, math.ceil((1 - L.btok) * burstWindow / L.burst)) end
+  elseif refused == 'tokens' then
+    if asked.rate > L.tpm then retry = window else retry = drain(L, 't', L.ts, L.tpm - asked.rate) end
+  elseif refused == 'concurrency' then
+    retry = 1000
+  end
+  local resetMs, burstReset, remaining, burstRemaining = 0, 0, 0, 0
+  if L.rpm then
+    if c.used > 0 then
+      if L.logMode and redis.call('EXISTS', L.log) == 1 then
+        local newest = redis.call('ZRANGE', L.log, -1, -1, 'WITHSCORES')
         resetMs = tonumber(newest[2]) + window - now
       else
         resetMs = math.ceil((cur + n + 1) * sub - now)
       end
     end
-    local tokensReset = 0
-    if ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
-    local burstReset = 0
-    if burst > 0 and btok < burst then burstReset = math.ceil((burst - btok) * burstWindow / burst) end
-    -- the periods charged: the stored ones when they are newer than the request's (another replica's clock)
-    local periodDay, periodMonth = day, month
-    if refused == '' and g then periodDay, periodMonth = g.day or day, g.month or month end
-    decisions[#decisions + 1] = {
-      refusedBy = refused ~= '' and refused or nil,
-      remaining = math.max(0, rpm - used), resetMs = resetMs,
-      burstRemaining = math.floor(btok + 1e-9), burstResetMs = burstReset,
-      tokensRemaining = math.max(0, (tpm or 0) - ts), tokensResetMs = tokensReset,
-      inFlight = inflight, retryAfterMs = math.max(0, math.ceil(retry)),
-      chargedRate = chargedRate, chargedDay = chargedDay, chargedMonth = chargedMonth, chargedCost = chargedCost,
-      lease = lease, day = periodDay, month = periodMonth,
-    }
+    if L.burst > 0 and L.btok < L.burst then burstReset = math.ceil((L.burst - L.btok) * burstWindow / L.burst) end
+    remaining, burstRemaining = math.max(0, L.rpm - c.used), math.floor(L.btok + 1e-9)
   end
-  if burstSpent then
-    redis.call('HSET', BURST, 'tokens', string.format('%.17g', btok), 'at', now)
-    redis.call('PEXPIRE', BURST, burstWindow)
-  end
-  if #leased > 0 then
-    redis.call('ZADD', LEASES, unpack(leased))
-    redis.call('PEXPIRE', LEASES, leaseTtl + 1000)
-  end
-  -- the optional limits as the hash holds them (exact at any size; '' or missing: none)
-  local null = cjson.null
-  reply.slot = int(cur)
-  reply.policy = {
-    requests_per_minute = rpm, burst_limit = burst,
-    tokens_per_minute = tpm and p[3] or null, max_concurrent_requests = maxc and p[4] or null,
-    daily_tokens = daily and p[5] or null, monthly_tokens = monthly and p[6] or null, monthly_cost = mcost and p[7] or null,
+  local tokensReset = 0
+  if L.ts > 0 then tokensReset = math.ceil((cur + n + 1) * sub - now) end
+  -- the periods charged: the stored ones when they are newer than the request's (another replica's clock)
+  local periodDay, periodMonth = asked.day, asked.month
+  if d.chargedDay or d.chargedMonth or d.chargedCost then periodDay, periodMonth = c.g.day or asked.day, c.g.month or asked.month end
+  return {
+    refusedBy = refused ~= '' and refused or nil,
+    remaining = remaining, resetMs = resetMs,
+    burstRemaining = burstRemaining, burstResetMs = burstReset,
+    tokensRemaining = math.max(0, (L.tpm or 0) - L.ts), tokensResetMs = tokensReset,
+    inFlight = c.inflight, retryAfterMs = math.max(0, math.ceil(retry)),
+    chargedRate = d.chargedRate, chargedDay = d.chargedDay, chargedMonth = d.chargedMonth, chargedCost = d.chargedCost,
+    lease = d.lease, day = periodDay, month = periodMonth,
   }
+end
+
+-- the optional limits as the hash holds them (exact at any size; '' or missing: none)
+local function policyOf(L)
+  local p = L.p
+  -- a key's burst_limit as its record holds it (none: null), a project's with its default
+  local burstShown = L.burst
+  if L ~= project then burstShown = tonumber(p[2]) or null end
+  return {
+    requests_per_minute = L.rpm or null, burst_limit = burstShown,
+    tokens_per_minute = L.tpm and p[3] or null, max_concurrent_requests = L.maxc and p[4] or null,
+    daily_tokens = L.daily and p[5] or null, monthly_tokens = L.monthly and p[6] or null, monthly_cost = L.mcost and p[7] or null,
+  }
+end
+
+local POLICY = {'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost'}
+local reply = {now = int(now)}
+if Q.lateAfter and now > Q.lateAfter and #Q.admissions > 0 then
+  reply.late = true
+elseif #Q.admissions > 0 then
+  local decisions = {}
+  prepare(project, redis.call('HMGET', project.record, unpack(POLICY)), Q.defaultRequestsPerMinute, Q.defaultBurstLimit)
+  -- a key's limits from its record (read now: a PATCH applies to the next request); a key without
+  -- a request rate has no burst either
+  local prepared = {}
+  for _, asked in ipairs(Q.admissions) do
+    if asked.k and not prepared[asked.k] then
+      prepared[asked.k] = true
+      local L = keyLevel(asked.k)
+      local p = redis.call('HMGET', L.record, unpack(POLICY))
+      prepare(L, p, nil, tonumber(p[1]) and 0 or nil)
+    end
+  end
+
+  for _, asked in ipairs(Q.admissions) do
+    -- both levels admit it, or nothing is charged at either: the project's checks first
+    local c = check(project, asked)
+    local K, kc = nil, nil
+    if asked.k then
+      K = keyLevel(asked.k)
+      kc = check(K, asked)
+    end
+    local d, kd, level = {}, {}, nil
+    if c.refused ~= '' then level = 'project'
+    elseif kc and kc.refused ~= '' then level = 'key' end
+    if not level then
+      d = commit(project, asked, c)
+      if K then kd = commit(K, asked, kc) end
+    end
+    local decision = figures(project, asked, c, d)
+    if level == 'key' then decision.refusedBy = nil end
+    decision.level = level
+    if K then
+      if level == 'project' then kc.refused = '' end
+      decision.key = figures(K, asked, kc, kd)
+      if level == 'key' then decision.retryAfterMs = decision.key.retryAfterMs end
+    end
+    decisions[#decisions + 1] = decision
+  end
+  local function finish(L)
+    if L.burstSpent then
+      redis.call('HSET', L.burstKey, 'tokens', string.format('%.17g', L.btok), 'at', now)
+      redis.call('PEXPIRE', L.burstKey, burstWindow)
+    end
+    if #L.leased > 0 then
+      redis.call('ZADD', L.leases, unpack(L.leased))
+      redis.call('PEXPIRE', L.leases, leaseTtl + 1000)
+    end
+  end
+  finish(project)
+  local keyPolicies = {}
+  for k in pairs(prepared) do
+    finish(keyLevels[k])
+    keyPolicies[#keyPolicies + 1] = {k = k, policy = policyOf(keyLevels[k])}
+  end
+  reply.slot = int(cur)
+  reply.policy = policyOf(project)
+  if #keyPolicies > 0 then reply.keyPolicies = keyPolicies end
   reply.decisions = decisions
 end
-if budChanged then
-  local fields = {}
-  if bud.day then
-    for _, v in ipairs({'day', bud.day, 'dt', int(bud.dt)}) do fields[#fields + 1] = v end
+
+local function close(L)
+  if L.budChanged then
+    local bud, fields = L.bud, {}
+    if bud.day then
+      for _, v in ipairs({'day', bud.day, 'dt', int(bud.dt)}) do fields[#fields + 1] = v end
+    end
+    if bud.month then
+      for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc)}) do fields[#fields + 1] = v end
+    end
+    redis.call('HSET', L.budgetKey, unpack(fields))
+    redis.call('PEXPIRE', L.budgetKey, 32 * 86400000)
   end
-  if bud.month then
-    for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc)}) do fields[#fields + 1] = v end
-  end
-  redis.call('HSET', BUDGET, unpack(fields))
-  redis.call('PEXPIRE', BUDGET, 32 * 86400000)
+  saveSub(L)
 end
-saveSub()
+close(project)
+for _, L in pairs(keyLevels) do close(L) end
 return cjson.encode(reply)

@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis';
 import { randomBase62 } from '../../core/ids.js';
-import { needsSettling, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { needsSettling, type AdmissionDecision, type KeyBudgetUsed, type KeyLimits, type LevelFigures, type LimitLevel, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
@@ -15,7 +15,7 @@ const QUOTA_BATCH_SCRIPT = luaScript(new URL('./quota-batch.lua', import.meta.ur
 const RENEW_LEASES_SCRIPT = luaScript(new URL('./renew-leases.lua', import.meta.url));
 
 type Scripted = RedisClient & {
-  novaQuotaBatch(...keysAndBatch: string[]): Promise<string>;
+  novaQuotaBatch(numberOfKeys: number, ...keysAndBatch: string[]): Promise<string>;
   novaRenewLeases(leases: string, renewal: string): Promise<number>;
 };
 
@@ -32,6 +32,9 @@ interface SettlementArg {
   day: string;
   month: string;
   lease?: true;
+  /** The key level's index in the call's keys (1-based, as Lua counts) and its charges. */
+  k?: number;
+  key?: { rateTokens?: number; dayTokens?: number; monthTokens?: number; monthCost?: number; day: string; month: string; lease?: true };
 }
 
 /** quota-batch.lua's reply: {} for a batch without admissions. */
@@ -42,6 +45,8 @@ interface BatchReply {
   late?: true;
   slot: string;
   policy: Record<keyof RateLimitPolicy, number | string | null>;
+  /** The limits of each key level the call admitted on. */
+  keyPolicies?: Array<{ k: number; policy: Record<keyof RateLimitPolicy, number | string | null> }>;
   decisions: DecisionReply[];
 }
 
@@ -58,6 +63,8 @@ type DecisionReply = Pick<
   lease?: true;
   day: string;
   month: string;
+  level?: LimitLevel;
+  key?: Omit<DecisionReply, 'key' | 'level'>;
 };
 
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
@@ -77,7 +84,17 @@ class QuotaBatch {
   private settledWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   private settledPromise: Promise<void> | undefined;
 
+  /** The key levels the call names, in the order their keys follow the project's. */
+  readonly keyIds: string[] = [];
+
   constructor(readonly settings: AdmissionSettings) {}
+
+  /** The 1-based index of a key level in the call (as quota-batch.lua counts them). */
+  keyIndex(keyId: string): number {
+    const at = this.keyIds.indexOf(keyId);
+    if (at >= 0) return at + 1;
+    return this.keyIds.push(keyId);
+  }
 
   get full(): boolean {
     return this.settlements.length >= MAX_SETTLEMENTS || this.admissions.length >= MAX_ADMISSIONS;
@@ -125,7 +142,8 @@ export class RedisQuotaStore implements QuotaStore {
     redis: RedisClient,
     private readonly keys: KeyNames,
   ) {
-    redis.defineCommand('novaQuotaBatch', { numberOfKeys: 6, lua: QUOTA_BATCH_SCRIPT });
+    // Six keys of the project's, then six of each key level the call names: the count goes first.
+    redis.defineCommand('novaQuotaBatch', { lua: QUOTA_BATCH_SCRIPT });
     redis.defineCommand('novaRenewLeases', { numberOfKeys: 1, lua: RENEW_LEASES_SCRIPT });
     this.redis = redis as Scripted;
     this.commandTimeoutMs = redis instanceof Cluster ? redis.options.redisOptions?.commandTimeout : redis.options.commandTimeout;
@@ -155,16 +173,40 @@ export class RedisQuotaStore implements QuotaStore {
       day: reservation.day,
       month: reservation.month,
       lease: reservation.lease || undefined,
+      ...(reservation.key
+        ? {
+            k: batch.keyIndex(reservation.key.keyId),
+            key: {
+              rateTokens: reservation.key.rateTokens ?? undefined,
+              dayTokens: reservation.key.dayTokens ?? undefined,
+              monthTokens: reservation.key.monthTokens ?? undefined,
+              monthCost: reservation.key.monthCost ?? undefined,
+              day: reservation.key.day,
+              month: reservation.key.month,
+              lease: reservation.key.lease || undefined,
+            },
+          }
+        : {}),
     });
     const settled = batch.settled;
     if (batch.full) this.batches.closeNow(projectId);
     return settled;
   }
 
-  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[]): Promise<void> {
+  async keyBudgetUsage(projectId: string, keyId: string, day: string, month: string): Promise<KeyBudgetUsed> {
+    const [d, dt, m, mt, mc] = await guard(this.redis.hmget(this.keys.keyRate(projectId, keyId, 'budget'), 'day', 'dt', 'month', 'mt', 'mc'));
+    return {
+      dayTokens: d === day ? Number(dt ?? 0) : 0,
+      monthTokens: m === month ? Number(mt ?? 0) : 0,
+      monthCost: m === month ? Number(mc ?? 0) : 0,
+    };
+  }
+
+  async renew(projectId: string, settings: AdmissionSettings, leaseIds: string[], keyId?: string): Promise<void> {
     if (leaseIds.length === 0) return;
     const renewal = JSON.stringify({ leaseTtlMs: Math.round(settings.leaseTtlMs), ids: leaseIds });
-    await guard(this.redis.novaRenewLeases(this.keys.rateLeases(projectId), renewal));
+    const leases = keyId === undefined ? this.keys.rateLeases(projectId) : this.keys.keyRate(projectId, keyId, 'leases');
+    await guard(this.redis.novaRenewLeases(leases, renewal));
   }
 
   private async write(projectId: string, batch: QuotaBatch): Promise<void> {
@@ -188,18 +230,33 @@ export class RedisQuotaStore implements QuotaStore {
       settlements,
       fence,
       lateAfter,
-      admissions: admissions.map(({ request: { id, tokens, rateTokens, cost, day, month } }) => ({ id, tokens, rate: rateTokens, cost, day, month })),
+      admissions: admissions.map(({ request: { id, tokens, rateTokens, cost, day, month, keyId } }) =>
+        keyId === undefined ? { id, tokens, rate: rateTokens, cost, day, month } : { id, tokens, rate: rateTokens, cost, day, month, k: batch.keyIndex(keyId) },
+      ),
     });
+    const levelKeys: string[] = [];
+    for (const keyId of batch.keyIds) {
+      levelKeys.push(
+        k.apiKey(projectId, keyId),
+        k.keyRate(projectId, keyId, 'window'),
+        k.keyRate(projectId, keyId, 'burst'),
+        k.keyRate(projectId, keyId, 'sub'),
+        k.keyRate(projectId, keyId, 'leases'),
+        k.keyRate(projectId, keyId, 'budget'),
+      );
+    }
     let reply: string;
     try {
       reply = await guard(
         this.redis.novaQuotaBatch(
+          6 + levelKeys.length,
           k.project(projectId),
           k.rateWindow(projectId),
           k.rateBurst(projectId),
           k.rateSubWindows(projectId),
           k.rateLeases(projectId),
           k.budgets(projectId),
+          ...levelKeys,
           arg,
         ),
       );
@@ -210,7 +267,7 @@ export class RedisQuotaStore implements QuotaStore {
       return;
     }
     batch.done();
-    const { now, late, slot, policy: stored, decisions } = JSON.parse(reply) as BatchReply;
+    const { now, late, slot, policy: stored, keyPolicies, decisions } = JSON.parse(reply) as BatchReply;
     this.clock.observe(sentAt, Number(now) - sentAt);
     if (admissions.length === 0) return;
     if (late) {
@@ -229,7 +286,13 @@ export class RedisQuotaStore implements QuotaStore {
       monthly_tokens: optional(stored.monthly_tokens),
       monthly_cost: optional(stored.monthly_cost),
     };
-    admissions.forEach((waiting, index) => waiting.resolve(decisionOf(decisions[index]!, policy, Number(slot), waiting.request)));
+    const keyLimits = new Map<number, KeyLimits>();
+    for (const { k: index, policy: limits } of keyPolicies ?? []) keyLimits.set(index, keyLimitsOf(limits));
+    admissions.forEach((waiting, index) => {
+      const keyId = waiting.request.keyId;
+      const limits = keyId === undefined ? undefined : keyLimits.get(batch.keyIndex(keyId));
+      waiting.resolve(decisionOf(decisions[index]!, policy, Number(slot), waiting.request, limits));
+    });
   }
 }
 
@@ -264,9 +327,36 @@ const neverSent = (error: StoreUnavailableError) => /enableOfflineQueue options 
 
 const optional = (value: number | string | null) => (value === null ? null : Number(value));
 
+function keyLimitsOf(stored: Record<keyof RateLimitPolicy, number | string | null>): KeyLimits {
+  return {
+    requests_per_minute: optional(stored.requests_per_minute),
+    burst_limit: optional(stored.burst_limit),
+    tokens_per_minute: optional(stored.tokens_per_minute),
+    max_concurrent_requests: optional(stored.max_concurrent_requests),
+    daily_tokens: optional(stored.daily_tokens),
+    monthly_tokens: optional(stored.monthly_tokens),
+    monthly_cost: optional(stored.monthly_cost),
+  };
+}
+
 /** An admission's decision from quota-batch.lua's reply. */
-function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, request: AdmissionRequest): AdmissionDecision {
-  const allowed = d.refusedBy === undefined;
+function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, request: AdmissionRequest, limits?: KeyLimits): AdmissionDecision {
+  const allowed = d.level === undefined;
+  const kd = d.key;
+  const key: LevelFigures | null =
+    kd === undefined || limits === undefined
+      ? null
+      : {
+          policy: limits,
+          remaining: kd.remaining,
+          resetMs: kd.resetMs,
+          burstRemaining: kd.burstRemaining,
+          burstResetMs: kd.burstResetMs,
+          tokensRemaining: kd.tokensRemaining,
+          tokensResetMs: kd.tokensResetMs,
+          inFlight: kd.inFlight,
+          retryAfterMs: kd.retryAfterMs,
+        };
   const reservation: Reservation = {
     id: request.id,
     slot,
@@ -279,11 +369,26 @@ function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, req
     day: d.day,
     month: d.month,
     lease: d.lease === true,
+    key:
+      kd !== undefined && request.keyId !== undefined && (kd.chargedRate || kd.chargedDay || kd.chargedMonth || kd.chargedCost || kd.lease)
+        ? {
+            keyId: request.keyId,
+            rateTokens: kd.chargedRate ? request.rateTokens : null,
+            dayTokens: kd.chargedDay ? request.tokens : null,
+            monthTokens: kd.chargedMonth ? request.tokens : null,
+            monthCost: kd.chargedCost ? request.cost : null,
+            day: kd.day,
+            month: kd.month,
+            lease: kd.lease === true,
+          }
+        : null,
   };
   return {
     allowed,
-    refusedBy: d.refusedBy ?? null,
+    refusedBy: d.level === 'key' ? (kd?.refusedBy ?? null) : (d.refusedBy ?? null),
+    level: d.level ?? null,
     policy,
+    key,
     remaining: d.remaining,
     resetMs: d.resetMs,
     burstRemaining: d.burstRemaining,

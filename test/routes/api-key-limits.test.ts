@@ -1,0 +1,75 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../src/config/gateway-config.js';
+import { ADMIN_TOKEN, buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
+
+/** A key's rate_limits and budgets (DESIGN.md section 9): set, read, changed, kept, bounded; on both stores. */
+describe.each(STORE_KINDS)('API key limits (%s store)', (kind) => {
+  let t: TestApp;
+  let project: TestProject;
+
+  beforeEach(async () => {
+    t = await buildTestApp(kind, { config: defaultConfig({ models: [{ id: 'echo-1', provider: 'echo' }] }) });
+    project = await createProject(t.app);
+  });
+  afterEach(() => t.close());
+
+  const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
+  const createKey = (body: Record<string, unknown>, auth = project.auth) =>
+    t.app.inject({ method: 'POST', url: '/v1/api-keys', headers: auth, payload: { name: 'k', project_id: project.projectId, ...body } });
+  const patchKey = (keyId: string, body: Record<string, unknown>, auth = project.auth) =>
+    t.app.inject({ method: 'PATCH', url: `/v1/api-keys/${keyId}`, headers: auth, payload: body });
+  const getKey = (keyId: string) => t.app.inject({ method: 'GET', url: `/v1/api-keys/${keyId}`, headers: project.auth });
+
+  it('sets them on create, shows them in GET and the list, changes only the fields a PATCH gives, keeps them on rotation', async () => {
+    const created = await createKey({ rate_limits: { requests_per_minute: 30, max_concurrent_requests: 2 }, budgets: { daily_tokens: 5000 } });
+    expect(created.statusCode, created.body).toBe(200);
+    const { id } = created.json();
+    expect(created.json()).toMatchObject({
+      rate_limits: { requests_per_minute: 30, burst_limit: null, tokens_per_minute: null, max_concurrent_requests: 2 },
+      budgets: { daily_tokens: 5000, monthly_tokens: null, monthly_cost: null },
+    });
+    const patched = await patchKey(id, { rate_limits: { max_concurrent_requests: null, tokens_per_minute: 900 } });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json().rate_limits).toEqual({ requests_per_minute: 30, burst_limit: null, tokens_per_minute: 900, max_concurrent_requests: null });
+    const rotated = await t.app.inject({ method: 'PUT', url: `/v1/api-keys/${id}`, headers: project.auth, payload: {} });
+    expect(rotated.json()).toMatchObject({ rate_limits: { requests_per_minute: 30, tokens_per_minute: 900 }, budgets: { daily_tokens: 5000 } });
+    const read = (await getKey(id)).json();
+    expect(read).toMatchObject({ budgets: { daily_tokens: 5000 }, usage: { used: { daily_tokens: 0, monthly_tokens: null }, remaining: { daily_tokens: 5000, monthly_cost: null } } });
+    const list = (await t.app.inject({ method: 'GET', url: `/v1/api-keys?project_id=${project.projectId}`, headers: project.auth })).json();
+    expect(list.data.find((k: { id: string }) => k.id === id).rate_limits.requests_per_minute).toBe(30);
+  });
+
+  it('refuses a negative or non-integer limit with 400 naming the parameter, and changes nothing', async () => {
+    const { id } = (await createKey({ rate_limits: { requests_per_minute: 30 } })).json();
+    for (const body of [{ rate_limits: { requests_per_minute: -1 } }, { rate_limits: { tokens_per_minute: 1.5 } }, { budgets: { daily_tokens: -5 } }, { rate_limits: { bogus: 1 } }]) {
+      const refused = await patchKey(id, body);
+      expect(refused.statusCode).toBe(400);
+      const error = errorOf(refused);
+      expect(error.code).toBe('invalid_parameter');
+      expect(error.param).toMatch(/^(rate_limits|budgets)/);
+      expect((await createKey(body)).statusCode).toBe(400);
+    }
+    expect((await getKey(id)).json().rate_limits.requests_per_minute).toBe(30);
+  });
+
+  it('lets no key give more than it has, nor more than the project ceilings', async () => {
+    const capped = await createKey({ scopes: ['model', 'keys:read', 'keys:write'], rate_limits: { requests_per_minute: 10 }, budgets: { daily_tokens: 100 } });
+    const { id, secret } = capped.json();
+    // Its own limits: it cannot raise them, remove them, or give more to a new key.
+    for (const body of [{ rate_limits: { requests_per_minute: 11 } }, { rate_limits: { requests_per_minute: null } }, { budgets: { daily_tokens: 101 } }]) {
+      const refused = await patchKey(id, body, bearer(secret));
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(errorOf(refused).message).toContain("API key's own");
+    }
+    // A key it creates gets its limits by default, lower ones when asked.
+    const child = await createKey({ rate_limits: { requests_per_minute: 5 } }, bearer(secret));
+    expect(child.json()).toMatchObject({ rate_limits: { requests_per_minute: 5 }, budgets: { daily_tokens: 100 } });
+    expect((await createKey({ budgets: { daily_tokens: 1000 } }, bearer(secret))).statusCode).toBe(400);
+    // The project's ceilings bound every key (config default: requests_per_minute 10,000).
+    await t.app.inject({ method: 'PATCH', url: `/admin/v1/projects/${project.projectId}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, payload: { ceilings: { tokens_per_minute: 500 } } });
+    const above = await createKey({ rate_limits: { tokens_per_minute: 501 } });
+    expect(above.statusCode).toBe(400);
+    expect(errorOf(above)).toMatchObject({ param: 'tokens_per_minute' });
+    expect(errorOf(above).message).toContain('ceiling of 500');
+  });
+});
