@@ -97,33 +97,12 @@ export interface KeyReservation {
   lease: boolean;
 }
 
-/** A level's figures after a decision: as AdmissionDecision's, for the key's own limits. */
-export interface LevelFigures {
-  policy: KeyLimits;
-  remaining: number;
-  resetMs: number;
-  burstRemaining: number;
-  burstResetMs: number;
-  tokensRemaining: number;
-  tokensResetMs: number;
-  inFlight: number;
-  retryAfterMs: number;
-}
-
 /**
- * One admission decision. `remaining`/`resetMs` describe the rolling request window,
- * `burstRemaining`/`burstResetMs` the burst allowance, `tokens*` the token window and
- * `inFlight` the concurrency leases, all after the decision.
+ * A level's figures after a decision. `remaining`/`resetMs` describe the rolling request window,
+ * `burstRemaining`/`burstResetMs` the burst allowance, `tokens*` the token window and `inFlight`
+ * the concurrency leases, all after the decision.
  */
-export interface AdmissionDecision {
-  allowed: boolean;
-  /** The limit that refused (a spent budget first, then requests, tokens, concurrency); null when admitted. */
-  refusedBy: RefusedBy | null;
-  /** The level that refused (null when admitted). */
-  level?: LimitLevel | null;
-  policy: RateLimitPolicy;
-  /** The key level's figures, when the key has limits of its own. */
-  key?: LevelFigures | null;
+export interface WindowFigures {
   /** Requests the window would still admit now (requests_per_minute minus those in the window). */
   remaining: number;
   /** Until the window is empty again (ms). */
@@ -140,6 +119,23 @@ export interface AdmissionDecision {
   inFlight: number;
   /** Refused: the real time until a request would be admitted (ms); 0 when allowed. */
   retryAfterMs: number;
+}
+
+/** The key level's figures, for the key's own limits. */
+export interface LevelFigures extends WindowFigures {
+  policy: KeyLimits;
+}
+
+/** One admission decision: the project level's figures, and the key level's when the key has limits. */
+export interface AdmissionDecision extends WindowFigures {
+  allowed: boolean;
+  /** The limit that refused (a spent budget first, then requests, tokens, concurrency); null when admitted. */
+  refusedBy: RefusedBy | null;
+  /** The level that refused (null when admitted). */
+  level?: LimitLevel | null;
+  policy: RateLimitPolicy;
+  /** The key level's figures, when the key has limits of its own. */
+  key?: LevelFigures | null;
   /** Admitted: what to settle when the request ends (null: nothing to settle). */
   reservation: Reservation | null;
 }

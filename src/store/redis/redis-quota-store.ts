@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis';
 import { randomBase62 } from '../../core/ids.js';
-import { needsSettling, type AdmissionDecision, type KeyBudgetUsed, type KeyLimits, type LevelFigures, type LimitLevel, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { needsSettling, type AdmissionDecision, type KeyReservation, type WindowFigures, type KeyBudgetUsed, type KeyLimits, type LevelFigures, type LimitLevel, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
@@ -51,10 +51,7 @@ interface BatchReply {
 }
 
 /** A decision as the script returns it: the window figures as decided, and flags for what it charged. */
-type DecisionReply = Pick<
-  AdmissionDecision,
-  'remaining' | 'resetMs' | 'burstRemaining' | 'burstResetMs' | 'tokensRemaining' | 'tokensResetMs' | 'inFlight' | 'retryAfterMs'
-> & {
+type DecisionReply = WindowFigures & {
   refusedBy?: RefusedBy;
   chargedRate?: true;
   chargedDay?: true;
@@ -339,6 +336,28 @@ function keyLimitsOf(stored: Record<keyof RateLimitPolicy, number | string | nul
   };
 }
 
+/** A level's window figures as the script returned them. */
+function windowFiguresOf(d: WindowFigures): WindowFigures {
+  const { remaining, resetMs, burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs } = d;
+  return { remaining, resetMs, burstRemaining, burstResetMs, tokensRemaining, tokensResetMs, inFlight, retryAfterMs };
+}
+
+/**
+ * What the script charged a level: the request's own tokens and cost where flagged, and the periods
+ * it charged (the stored ones when newer), which the settlement must name.
+ */
+function chargesOf(d: Omit<DecisionReply, 'key' | 'level'>, request: AdmissionRequest): Omit<KeyReservation, 'keyId'> {
+  return {
+    rateTokens: d.chargedRate ? request.rateTokens : null,
+    dayTokens: d.chargedDay ? request.tokens : null,
+    monthTokens: d.chargedMonth ? request.tokens : null,
+    monthCost: d.chargedCost ? request.cost : null,
+    day: d.day,
+    month: d.month,
+    lease: d.lease === true,
+  };
+}
+
 /** An admission's decision from quota-batch.lua's reply. */
 function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, request: AdmissionRequest, limits?: KeyLimits): AdmissionDecision {
   const allowed = d.level === undefined;
@@ -346,41 +365,15 @@ function decisionOf(d: DecisionReply, policy: RateLimitPolicy, slot: number, req
   const key: LevelFigures | null =
     kd === undefined || limits === undefined
       ? null
-      : {
-          policy: limits,
-          remaining: kd.remaining,
-          resetMs: kd.resetMs,
-          burstRemaining: kd.burstRemaining,
-          burstResetMs: kd.burstResetMs,
-          tokensRemaining: kd.tokensRemaining,
-          tokensResetMs: kd.tokensResetMs,
-          inFlight: kd.inFlight,
-          retryAfterMs: kd.retryAfterMs,
-        };
+      : { policy: limits, ...windowFiguresOf(kd) };
   const reservation: Reservation = {
     id: request.id,
     slot,
     // What the script charged is the request's own tokens and cost.
-    rateTokens: d.chargedRate ? request.rateTokens : null,
-    dayTokens: d.chargedDay ? request.tokens : null,
-    monthTokens: d.chargedMonth ? request.tokens : null,
-    monthCost: d.chargedCost ? request.cost : null,
-    // The periods the script charged (the stored ones when newer), which the settlement must name.
-    day: d.day,
-    month: d.month,
-    lease: d.lease === true,
+    ...chargesOf(d, request),
     key:
       kd !== undefined && request.keyId !== undefined && (kd.chargedRate || kd.chargedDay || kd.chargedMonth || kd.chargedCost || kd.lease)
-        ? {
-            keyId: request.keyId,
-            rateTokens: kd.chargedRate ? request.rateTokens : null,
-            dayTokens: kd.chargedDay ? request.tokens : null,
-            monthTokens: kd.chargedMonth ? request.tokens : null,
-            monthCost: kd.chargedCost ? request.cost : null,
-            day: kd.day,
-            month: kd.month,
-            lease: kd.lease === true,
-          }
+        ? { keyId: request.keyId, ...chargesOf(kd, request) }
         : null,
   };
   return {
