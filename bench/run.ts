@@ -6,7 +6,10 @@
  * worker (when installed), a bare @fastify/http-proxy, and nova-gateway as `npm start` runs it (its
  * Node flags included, which every Node process of the run takes) with every feature on (auth, the
  * admission script with request rate, token rate, concurrency and budgets, usage, cost, metrics,
- * access log at info to a pipe that discards it), without and with `store: true`.
+ * access log at info to a pipe that discards it), without and with `store: true`; and its
+ * `POST /v1/messages`, translated to the same upstream's chat completions (`nova_messages`) and passed
+ * through to its native Messages API (`nova_messages_native`), throughput only, whose same-round
+ * ratios to `nova` are `messages_vs_chat_*` and `native_vs_chat_*`.
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
@@ -160,6 +163,13 @@ async function startGateway(
     `models:
   - id: bench-1
     upstream: http://127.0.0.1:${upstreamPort}/fixed/v1
+    endpoints: [chat, messages]
+    timeout_ms: 30000
+    pricing: ${pricing}
+  - id: bench-native
+    upstream: http://127.0.0.1:${upstreamPort}/fixed/v1
+    api: anthropic
+    endpoints: [messages]
     timeout_ms: 30000
     pricing: ${pricing}
   - id: bench-held
@@ -235,6 +245,9 @@ const variantBName = [process.env.BENCH_B_ENV, process.env.BENCH_B_BUILD, proces
 
 const chatBody = (stream: boolean, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: 'bench-1', messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream, max_tokens: 16, ...extra });
+/** The same question in Anthropic's Messages API (max_tokens is required there). */
+const messagesBody = (model: string, stream: boolean) =>
+  JSON.stringify({ model, max_tokens: 16, messages: [{ role: 'user', content: 'Hello, benchmark!' }], stream });
 
 interface Target {
   key: string;
@@ -245,6 +258,8 @@ interface Target {
   usesRedis?: boolean;
   chat?: (stream: boolean) => WrkRequest;
   get?: WrkRequest;
+  /** Throughput only: the one-connection p50 is not measured (keeps the default run short). */
+  noLatency?: boolean;
 }
 
 type Measured = WrkResult & {
@@ -312,6 +327,8 @@ async function main() {
   } else console.log('nginx is not installed: its row is left out');
   const gateway = await startGateway(upstreamPort, redis.url);
   const auth = { authorization: `Bearer ${gateway.secret}` };
+  // What Anthropic's SDKs send: the key as x-api-key, and the API version.
+  const anthropicAuth = { 'x-api-key': gateway.secret, 'anthropic-version': '2023-06-01' };
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
   const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
@@ -335,6 +352,24 @@ async function main() {
       name: 'nova, every feature on, store: true',
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
+    },
+    // POST /v1/messages (src/model-call/messages-call.ts), against `nova`'s chat completions in the
+    // same rounds: translated to the same upstream's chat completions, and passed through natively.
+    {
+      key: 'nova_messages',
+      usesRedis: true,
+      noLatency: true,
+      name: 'nova /v1/messages, translated to chat',
+      pid: gateway.child.pid,
+      chat: (stream) => ({ url: `${gateway.url}/v1/messages`, headers: anthropicAuth, body: messagesBody('bench-1', stream) }),
+    },
+    {
+      key: 'nova_messages_native',
+      usesRedis: true,
+      noLatency: true,
+      name: 'nova /v1/messages, native (api: anthropic)',
+      pid: gateway.child.pid,
+      chat: (stream) => ({ url: `${gateway.url}/v1/messages`, headers: anthropicAuth, body: messagesBody('bench-native', stream) }),
     },
     ...(gatewayB
       ? [
@@ -373,15 +408,15 @@ async function main() {
       connections: CONNECTIONS,
       load_generator: 'wrk -t1',
       pinning: pinned ? 'proxy under test: taskset -c 1; wrk, upstream, Redis, this process: core 0' : 'unpinned',
-      upstream: 'bench/upstream-server.ts: 16 completion tokens; streams are 16 content events, finish, usage, [DONE]',
+      upstream:
+        'bench/upstream-server.ts: 16 completion tokens; chat streams are 16 content events, finish, usage, [DONE]; Messages streams are message_start, content_block_start, 16 text deltas, content_block_stop, message_delta, message_stop',
     },
   };
   // Rounds: every target is measured once per round, so that a slow spell of the machine hits all
   // of them alike; a target's figure is its median round, a ratio the median of its per-round ratios.
   type Mode = 'json' | 'stream' | 'one_connection';
   const samples: Record<string, Partial<Record<Mode, Measured[]>>> = {};
-  const measure = async (target: Target, mode: Mode, request: WrkRequest, connections: number, seconds: number, warmUp: boolean) => {
-    if (warmUp) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
+  const measure = async (target: Target, mode: Mode, request: WrkRequest, connections: number, seconds: number) => {
     const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
     const redisBefore = target.usesRedis ? cpuSeconds(redis.pid!) : 0;
     const haltsBefore = pinned ? [coreHalts(0), coreHalts(1)] : [];
@@ -403,22 +438,31 @@ async function main() {
     console.log(`${target.name}: ${mode} ${JSON.stringify(sample)}`);
     if (sample.errors > 0) await showOne(request);
   };
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const target of targets) {
-      const runs: Array<['json' | 'stream', WrkRequest]> = target.get
-        ? [['json', target.get]]
-        : [
-            ['json', target.chat!(false)],
-            ['stream', target.chat!(true)],
-          ];
-      if (PARTS.has('throughput')) {
-        for (const [mode, request] of runs) {
-          if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
-          await measure(target, mode, request, CONNECTIONS, SECONDS, round === 0);
-        }
+  /** A target's measures in a round: [mode, request, connections, seconds]. */
+  const planOf = (target: Target): Array<[Mode, WrkRequest, number, number]> => {
+    const runs: Array<['json' | 'stream', WrkRequest]> = target.get
+      ? [['json', target.get]]
+      : [
+          ['json', target.chat!(false)],
+          ['stream', target.chat!(true)],
+        ];
+    const plan: Array<[Mode, WrkRequest, number, number]> = [];
+    if (PARTS.has('throughput')) {
+      for (const [mode, request] of runs) {
+        if (process.env.BENCH_MODES && !process.env.BENCH_MODES.split(',').includes(mode)) continue;
+        plan.push([mode, request, CONNECTIONS, SECONDS]);
       }
-      if (PARTS.has('latency') && !target.get) await measure(target, 'one_connection', runs[0]![1], 1, Math.max(1, Math.round(SECONDS / 2)), round === 0);
     }
+    if (PARTS.has('latency') && !target.get && !target.noLatency) plan.push(['one_connection', runs[0]![1], 1, Math.max(1, Math.round(SECONDS / 2))]);
+    return plan;
+  };
+  // Every measure is warmed up once before the first round, not just before its own first
+  // measure: targets that share a process (nova and its Messages routes) would otherwise meet a
+  // gateway the warm-ups of the targets before them had heated further, which biases the first
+  // round's same-round ratios against whichever target comes first.
+  for (const target of targets) for (const [, request, connections] of planOf(target)) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const target of targets) for (const [mode, request, connections, seconds] of planOf(target)) await measure(target, mode, request, connections, seconds);
   }
   const median = <T>(values: T[], by: (value: T) => number): T | undefined => [...values].sort((a, b) => by(a) - by(b))[Math.floor((values.length - 1) / 2)];
   const figures: Record<string, Partial<Record<Mode, Measured & { rounds: number[] }>>> = {};
@@ -429,13 +473,40 @@ async function main() {
       figures[key]![mode] = { ...pick, rounds: list.map((m) => (mode === 'one_connection' ? m.p50_ms : m.rps)) };
     }
   }
-  /** The median over rounds of a's figure / b's figure in the same round. */
-  const roundRatio = (a: string, b: string, mode: 'json' | 'stream'): number | null => {
+  /** a's figure / b's figure in each round (null when either was not measured): throughput, or CPU per request. */
+  const roundRatios = (a: string, b: string, mode: 'json' | 'stream', of: (m: Measured) => number | undefined = (m) => m.rps): number[] | null => {
     const x = samples[a]?.[mode];
     const y = samples[b]?.[mode];
     if (!x || !y || x.length !== y.length) return null;
-    return Number(median(x.map((m, i) => m.rps / y[i]!.rps), (r) => r)!.toFixed(2));
+    const ratios = x.map((m, i) => [of(m), of(y[i]!)]).map(([p, q]) => (p === undefined || q === undefined || q === 0 ? NaN : Number((p / q).toFixed(3))));
+    return ratios.some(Number.isNaN) ? null : ratios;
   };
+  /** The median over rounds of a's figure / b's figure in the same round. */
+  const roundRatio = (a: string, b: string, mode: 'json' | 'stream', of?: (m: Measured) => number | undefined): number | null => {
+    const ratios = roundRatios(a, b, mode, of);
+    return ratios === null ? null : Number(median(ratios, (r) => r)!.toFixed(2));
+  };
+  const cpuOf = (m: Measured) => m.cpu_us_per_request;
+  // The Messages route against chat completions (`nova`), same rounds, each left out when either
+  // was not measured: throughput (the acceptance), and CPU per request (above 1: the Messages route
+  // costs more), steadier than throughput when a neighbour takes the proxy's core, which stops the
+  // gateway's CPU clock but not wrk's. Every round's ratio is kept, to show the rounds' spread.
+  const messagesVsChat: Record<string, number> = {};
+  const roundRatiosOf: Record<string, number[]> = {};
+  for (const [name, key] of [
+    ['messages_vs_chat', 'nova_messages'],
+    ['native_vs_chat', 'nova_messages_native'],
+  ] as const) {
+    for (const mode of ['json', 'stream'] as const) {
+      for (const [prefix, of] of [['', undefined] as const, ['cpu_', cpuOf] as const]) {
+        const ratios = roundRatios(key, 'nova', mode, of);
+        if (ratios === null) continue;
+        messagesVsChat[`${prefix}${name}_${mode}`] = Number(median(ratios, (r) => r)!.toFixed(2));
+        roundRatiosOf[`${prefix}${name}_${mode}`] = ratios;
+      }
+    }
+  }
+  results.round_ratios = roundRatiosOf;
   results.targets = figures;
 
   if (PARTS.has('held')) {
@@ -467,6 +538,7 @@ async function main() {
         return [key, p50 !== undefined && upstreamP50 !== undefined ? Number((p50 - upstreamP50).toFixed(3)) : null];
       }),
     ),
+    ...messagesVsChat,
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB
@@ -503,6 +575,7 @@ async function main() {
   );
   console.log(table(rows));
   console.log(`\nagainst the targets: ${JSON.stringify(results.against_targets)}`);
+  if (Object.keys(roundRatiosOf).length > 0) console.log(`same-round ratios, every round: ${JSON.stringify(roundRatiosOf)}`);
 
   const resultsDir = process.env.BENCH_RESULTS ?? join(ROOT, 'bench/results');
   mkdirSync(resultsDir, { recursive: true });

@@ -5,6 +5,11 @@
  *   /fixed/v1/chat/completions  16 completion tokens at once: one JSON body, or (when the request
  *                               says "stream":true) 16 content events, a finish event, a usage event
  *                               and [DONE], each written separately as a token server writes them;
+ *   /fixed/v1/messages          the same 16 tokens in Anthropic's Messages API, for the gateway's
+ *                               native pass-through: one Message, or (stream) message_start with the
+ *                               input usage, content_block_start, 16 text deltas, content_block_stop,
+ *                               message_delta with the stop reason and output tokens, message_stop,
+ *                               each written separately as the chat stream's events are;
  *   /held/v1/chat/completions   a slow stream: the first event at once, then one every
  *                               BENCH_HELD_INTERVAL_MS for BENCH_HELD_EVENTS events, then usage and [DONE].
  */
@@ -36,6 +41,42 @@ const tailEvents = [
   event({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created, model: 'bench-1', choices: [], usage }),
   Buffer.from('data: [DONE]\n\n'),
 ];
+
+// Anthropic's Messages API, the same answer (src/model-call/messages-call.ts passes it through as sent).
+const messagesJsonBody = Buffer.from(
+  JSON.stringify({
+    id: 'msg_bench',
+    type: 'message',
+    role: 'assistant',
+    model: 'bench-native',
+    content: [{ type: 'text', text: words.join('') }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: usage.prompt_tokens, output_tokens: TOKENS },
+  }),
+);
+const namedEvent = (payload: { type: string; [field: string]: unknown }) => Buffer.from(`event: ${payload.type}\ndata: ${JSON.stringify(payload)}\n\n`);
+const messagesEvents = [
+  namedEvent({
+    type: 'message_start',
+    message: {
+      id: 'msg_bench',
+      type: 'message',
+      role: 'assistant',
+      model: 'bench-native',
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: usage.prompt_tokens, output_tokens: 1 },
+    },
+  }),
+  namedEvent({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
+  ...words.map((text) => namedEvent({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })),
+  namedEvent({ type: 'content_block_stop', index: 0 }),
+  namedEvent({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: TOKENS } }),
+  namedEvent({ type: 'message_stop' }),
+];
+
 const heldEvent = chunk({ content: ' t' });
 const sseHeaders = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
@@ -59,12 +100,21 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) =>
   request.on('data', (part: Buffer) => parts.push(part));
   request.on('end', () => {
     const url = request.url ?? '';
-    if (request.method !== 'POST' || !url.endsWith('/chat/completions')) {
+    const messages = url.split('?', 1)[0] === '/fixed/v1/messages';
+    if (request.method !== 'POST' || !(messages || url.endsWith('/chat/completions'))) {
       response.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
       return;
     }
     const stream = Buffer.concat(parts).includes('"stream":true');
-    if (url.startsWith('/held/')) {
+    if (messages) {
+      if (stream) {
+        response.writeHead(200, sseHeaders);
+        for (const event of messagesEvents) response.write(event);
+        response.end();
+      } else {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': messagesJsonBody.length }).end(messagesJsonBody);
+      }
+    } else if (url.startsWith('/held/')) {
       response.writeHead(200, sseHeaders);
       response.write(contentEvents[0]);
       held.set(response, 1);

@@ -44,11 +44,11 @@ describe('npm run bench (smoke)', () => {
     for (const dir of resultDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('measures every target with wrk, holds streams through the gateway and writes one JSON', { timeout: 240_000 }, async () => {
+  it('measures every target with wrk, holds streams through the gateway and writes one JSON', { timeout: 300_000 }, async () => {
     const results = resultsDir();
     const { stdout } = await benchInMiniature(
       { BENCH_HELD_STREAMS: '200', BENCH_HELD_INTERVAL_MS: '50', BENCH_HELD_EVENTS: '5', BENCH_PROBES: '10', BENCH_RESULTS: results },
-      230_000,
+      290_000,
     );
     expect(stdout).toMatch(/\| nova, every feature on +\|/);
     const [file] = readdirSync(results);
@@ -56,6 +56,7 @@ describe('npm run bench (smoke)', () => {
       targets: Record<string, { json?: Figure; stream?: Figure; one_connection?: Figure }>;
       held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number };
       against_targets: Record<string, number | null>;
+      round_ratios: Record<string, number[]>;
       machine: { cpuidle_driver: string | null; guest_halt_poll_ns: number | null };
     };
     // The idle policy is recorded as this machine has it (null where the kernel has none).
@@ -69,10 +70,22 @@ describe('npm run bench (smoke)', () => {
     expect(report.machine.guest_halt_poll_ns).toBe(haltPoll);
     const haltsShown = !stdout.includes('running unpinned') && existsSync('/sys/devices/system/cpu/cpu1/cpuidle/state0/usage');
     expect(stdout).toContain(`guest_halt_poll_ns: ${haltPoll ?? 'none'}`);
-    const expected = ['upstream', 'bare', 'nova', 'nova_store', 'nova_get', ...(stdout.includes('nginx is not installed') ? [] : ['nginx'])];
+    const expected = [
+      'upstream',
+      'bare',
+      'nova',
+      'nova_store',
+      'nova_get',
+      'nova_messages',
+      'nova_messages_native',
+      ...(stdout.includes('nginx is not installed') ? [] : ['nginx']),
+    ];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
+    // The Messages targets are measured for throughput only (bench/run.ts, noLatency).
+    const throughputOnly = ['nova_messages', 'nova_messages_native'];
     for (const [key, figure] of Object.entries(report.targets)) {
-      const measures = key === 'nova_get' ? [figure.json] : [figure.json, figure.stream, figure.one_connection];
+      const measures =
+        key === 'nova_get' ? [figure.json] : throughputOnly.includes(key) ? [figure.json, figure.stream] : [figure.json, figure.stream, figure.one_connection];
       for (const measure of measures) {
         expect(measure, key).toBeDefined();
         expect(measure!.requests, key).toBeGreaterThan(0);
@@ -89,6 +102,10 @@ describe('npm run bench (smoke)', () => {
     expect(report.held_streams).toMatchObject({ streams: 200, completed: 200, failed: 0 });
     expect(report.held_streams.rss_peak_mb).toBeGreaterThan(0);
     for (const value of Object.values(report.against_targets)) expect(value).not.toBeNull();
+    for (const ratio of ['messages_vs_chat_json', 'messages_vs_chat_stream', 'native_vs_chat_json', 'native_vs_chat_stream']) {
+      expect(report.against_targets[ratio], ratio).toBeGreaterThan(0);
+      expect(report.round_ratios[ratio], ratio).toHaveLength(2);
+    }
   });
 
   it('measures a second gateway, started with its own Node flags, in the same rounds (A/B)', { timeout: 120_000 }, async () => {
