@@ -1,5 +1,6 @@
 import { insufficientScope, modelNotAllowed } from '../http/errors.js';
 import type { KeyPrincipal } from '../store/types.js';
+import { matchesGlob } from '../core/glob.js';
 
 /** What a key may do (DESIGN.md section 9): each /v1 route declares the one it needs (`config.scope`). */
 export const SCOPES = ['model', 'usage:read', 'keys:read', 'keys:write', 'project:write', 'conversations:read'] as const;
@@ -20,24 +21,21 @@ export function scopeMask(scopes: readonly string[] | null | undefined): number 
 
 export const scopesOfMask = (mask: number): Scope[] => SCOPES.filter((scope) => (mask & BIT.get(scope)!) !== 0);
 
-const glob = (pattern: string) => new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\/]/g, '\\$&')).join('.*')}$`);
-
 /**
  * A key's model allow-list, compiled once when its principal enters the key cache
- * (src/auth/key-cache.ts): exact ids in a set, `*` patterns as one regular expression.
+ * (src/auth/key-cache.ts): exact ids in a set, `*` patterns matched by src/core/glob.ts.
  */
 export class ModelAllowList {
   private readonly exact: Set<string>;
-  private readonly pattern: RegExp | null;
+  private readonly globs: string[];
 
   constructor(readonly patterns: readonly string[]) {
     this.exact = new Set(patterns.filter((pattern) => !pattern.includes('*')));
-    const globs = patterns.filter((pattern) => pattern.includes('*')).map((pattern) => glob(pattern).source);
-    this.pattern = globs.length ? new RegExp(globs.join('|')) : null;
+    this.globs = patterns.filter((pattern) => pattern.includes('*'));
   }
 
   matches(name: string): boolean {
-    return this.exact.has(name) || (this.pattern !== null && this.pattern.test(name));
+    return this.exact.has(name) || this.globs.some((pattern) => matchesGlob(pattern, name));
   }
 }
 

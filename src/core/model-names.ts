@@ -1,10 +1,10 @@
+import { matchesGlob } from './glob.js';
+
 /** A model of the config as far as the names clients send for it go. */
 export interface NamedModel {
   id: string;
   aliases?: string[];
 }
-
-const glob = (pattern: string) => new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\/]/g, '\\$&')).join('.*')}$`);
 
 /**
  * The configured model a name a client sends stands for (`models[].aliases`): a configured id
@@ -13,13 +13,13 @@ const glob = (pattern: string) => new RegExp(`^${pattern.split('*').map((part) =
  */
 export class ModelNames {
   private readonly exact = new Map<string, string>();
-  private readonly patterns: { pattern: RegExp; id: string }[] = [];
+  private readonly patterns: { pattern: string; id: string }[] = [];
 
   constructor(models: readonly NamedModel[]) {
     for (const model of models) this.exact.set(model.id, model.id);
     for (const model of models) {
       for (const alias of model.aliases ?? []) {
-        if (alias.includes('*')) this.patterns.push({ pattern: glob(alias), id: model.id });
+        if (alias.includes('*')) this.patterns.push({ pattern: alias, id: model.id });
         else if (!this.exact.has(alias)) this.exact.set(alias, model.id);
       }
     }
@@ -29,7 +29,7 @@ export class ModelNames {
   resolve(name: string): string | undefined {
     const id = this.exact.get(name);
     if (id !== undefined || this.patterns.length === 0) return id;
-    for (const { pattern, id: matched } of this.patterns) if (pattern.test(name)) return matched;
+    for (const { pattern, id: matched } of this.patterns) if (matchesGlob(pattern, name)) return matched;
     return undefined;
   }
 }
