@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../src/config/gateway-config.js';
 import { buildTestApp, createProject, errorOf, ADMIN_TOKEN, STORE_KINDS, type TestApp } from '../support/test-app.js';
 
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -124,6 +125,50 @@ describe.each(STORE_KINDS)('admin API (%s store)', (kind) => {
     expect(audit.body).not.toContain(response.json().secret);
     const missing = await t.app.inject({ method: 'POST', url: '/admin/v1/projects/proj_missing0000000000/api-keys', headers: admin, payload: { name: 'x' } });
     expect(errorOf(missing)).toMatchObject({ status: 404, code: 'resource_not_found', param: 'project_id' });
+  });
+
+  it('creates a key with its own limits, budgets, models, scopes and metadata, as /v1/api-keys takes them', async () => {
+    t = await buildTestApp(kind, { config: defaultConfig({ models: [{ id: 'echo-1', provider: 'echo' }] }) });
+    const project = await createProject(t.app);
+    const create = (payload: Record<string, unknown>) =>
+      t.app.inject({ method: 'POST', url: `/admin/v1/projects/${project.projectId}/api-keys`, headers: admin, payload: { name: 'ana', ...payload } });
+    const response = await create({
+      models: ['echo-*'],
+      scopes: ['model', 'keys:read'],
+      metadata: { owner: 'ana' },
+      rate_limits: { requests_per_minute: 1, max_concurrent_requests: 2 },
+      budgets: { daily_tokens: 5000 },
+    });
+    expect(response.statusCode, response.body).toBe(200);
+    const key = response.json();
+    const expected = {
+      models: ['echo-*'],
+      scopes: ['model', 'keys:read'],
+      metadata: { owner: 'ana' },
+      rate_limits: { requests_per_minute: 1, burst_limit: null, tokens_per_minute: null, max_concurrent_requests: 2 },
+      budgets: { daily_tokens: 5000, monthly_tokens: null, monthly_cost: null },
+    };
+    expect(key).toMatchObject(expected);
+    const read = await t.app.inject({ url: `/v1/api-keys/${key.id}`, headers: project.auth });
+    expect(read.json()).toMatchObject({ ...expected, usage: { remaining: { daily_tokens: 5000 } } });
+
+    // Enforced, not only stored: the key's own 1 request a minute refuses its second, at the key level.
+    const chat = () =>
+      t.app.inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { authorization: `Bearer ${key.secret}` },
+        payload: { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }] },
+      });
+    expect((await chat()).statusCode).toBe(200);
+    const refused = await chat();
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['x-ratelimit-scope']).toBe('key');
+
+    // The same schema and checks as /v1/api-keys: bounds, unknown fields, a cost budget without prices.
+    expect(errorOf(await create({ rate_limits: { requests_per_minute: -1 } }))).toMatchObject({ status: 400, param: 'rate_limits.requests_per_minute' });
+    expect(errorOf(await create({ budgets: { daily_tokens: 1.5 } }))).toMatchObject({ status: 400, param: 'budgets.daily_tokens' });
+    expect(errorOf(await create({ budgets: { monthly_cost: 10 } }))).toMatchObject({ status: 400, param: 'monthly_cost' });
   });
 
   it('answers 404 on every admin route when NOVA_ADMIN_TOKEN is unset', async () => {

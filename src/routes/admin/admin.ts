@@ -9,6 +9,7 @@ import { invalidAdminToken, invalidParameter, resourceNotFound } from '../../htt
 import { mintId } from '../../core/ids.js';
 import { errorResponses, IsoTime } from '../../http/schemas.js';
 import type { ProjectRecord } from '../../store/types.js';
+import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
 import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey } from '../management/api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
@@ -104,7 +105,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     '/admin/v1/projects/:project_id/api-keys',
     {
       schema: {
-        summary: 'Create a key for a project (recovery when a project has lost its keys)',
+        summary: 'Create a key for a project, with any scopes, models, limits and budgets (also recovery when a project has lost its keys)',
         params: ProjectParams,
         body: Type.Object(
           { name: Type.String({ minLength: 1, maxLength: 128 }), expires_at: Type.Optional(IsoTime), ...KeyPolicyFields },
@@ -117,13 +118,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       const { project_id: projectId } = request.params;
       if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
       const time = now();
-      const { name, expires_at: expiresAt, models, scopes, metadata } = request.body;
+      const { name, expires_at: expiresAt, models, scopes, metadata, rate_limits: rates, budgets } = request.body;
       if (expiresAt !== undefined && !(Date.parse(expiresAt) > time)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
+      // The bounds were checked by the schema /v1/api-keys shares (KeyPolicyFields); like the admin's
+      // project policy (admin-policy.ts), no ceiling applies, but a cost budget still needs prices.
+      const limits: KeyLimits = { ...NO_KEY_LIMITS, ...rates, ...budgets };
+      checkCostBudget(budgets ?? {}, ctx.config);
       // The admin may give any scope and model; unspecified, the key has them all, as a project's first key.
       const policy = {
         models: models === undefined || models === null ? null : [...new Set(models)],
         scopes: scopes === undefined ? BOOTSTRAP_POLICY.scopes : [...new Set(scopes)],
         metadata: metadata ?? {},
+        limits,
       };
       const expiry = expiresAt === undefined ? null : new Date(Date.parse(expiresAt)).toISOString();
       const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
