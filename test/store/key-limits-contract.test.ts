@@ -45,8 +45,9 @@ describe.each(QUOTA_STORE_KINDS)('key limits contract (%s)', (kind) => {
   }
 
   const settings = (): AdmissionSettings => t.ctx.admission.settings;
-  const ask = (tokens: number, keyId?: string): AdmissionRequest => {
-    const { day, month } = budgetPeriodsAt(Date.now());
+  /** `atMs`: the admitting replica's clock, whose UTC day and month the budgets are charged to. */
+  const ask = (tokens: number, keyId?: string, atMs = Date.now()): AdmissionRequest => {
+    const { day, month } = budgetPeriodsAt(atMs);
     return { id: `r${kind}${++sequence}`, tokens, rateTokens: tokens, cost: 0, day, month, ...(keyId ? { keyId } : {}) };
   };
 
@@ -103,5 +104,58 @@ describe.each(QUOTA_STORE_KINDS)('key limits contract (%s)', (kind) => {
     expect(patched.statusCode, patched.body).toBe(200);
     const after = await store.quota.admit(p.projectId, s, ask(0, k1));
     expect(after).toMatchObject({ level: 'project', key: { policy: { requests_per_minute: null } } });
+  });
+
+  // Budget periods at a fixed UTC instant: the last millisecond of 30 March 2027, the next day, the next month.
+  const MARCH_30_END = Date.parse('2027-03-30T23:59:59.999Z');
+  const MARCH_31 = MARCH_30_END + 1;
+  const APRIL_1 = Date.parse('2027-04-01T00:00:00.000Z');
+
+  it("starts a key's daily budget again with the next UTC day, carries its month, and starts that with the next month", async () => {
+    const p = await project({ requests_per_minute: 1000, burst_limit: 0, daily_tokens: 100_000 });
+    const keyId = await key(p, { budgets: { daily_tokens: 100, monthly_tokens: 150 } });
+    const s = settings();
+    const first = await store.quota.admit(p.projectId, s, ask(60, keyId, MARCH_30_END));
+    expect(first).toMatchObject({ allowed: true, reservation: { day: '2027-03-30', key: { keyId, dayTokens: 60, monthTokens: 60, day: '2027-03-30', month: '2027-03' } } });
+    expect(await store.quota.admit(p.projectId, s, ask(41, keyId, MARCH_30_END))).toMatchObject({ allowed: false, level: 'key', refusedBy: 'daily_tokens' });
+    await store.quota.settle(p.projectId, s, first.reservation!, { tokens: 60, cost: 0 });
+    const second = await store.quota.admit(p.projectId, s, ask(40, keyId, MARCH_30_END));
+    expect(second.allowed).toBe(true);
+    await store.quota.settle(p.projectId, s, second.reservation!, { tokens: 40, cost: 0 });
+    // Spent to the token on the 30th: even a request that reserves nothing is refused by the key.
+    expect(await store.quota.admit(p.projectId, s, ask(0, keyId, MARCH_30_END))).toMatchObject({ allowed: false, level: 'key', refusedBy: 'daily_tokens' });
+    expect(await store.quota.keyBudgetUsage(p.projectId, keyId, '2027-03-30', '2027-03')).toEqual({ dayTokens: 100, monthTokens: 100, monthCost: 0 });
+    // One millisecond later the day starts from zero; the month's 100 carry on, so 51 more exceed its 150.
+    expect(await store.quota.admit(p.projectId, s, ask(51, keyId, MARCH_31))).toMatchObject({ allowed: false, level: 'key', refusedBy: 'monthly_tokens' });
+    const third = await store.quota.admit(p.projectId, s, ask(50, keyId, MARCH_31));
+    expect(third).toMatchObject({ allowed: true, level: null, reservation: { key: { day: '2027-03-31', month: '2027-03' } } });
+    await store.quota.settle(p.projectId, s, third.reservation!, { tokens: 50, cost: 0 });
+    expect(await store.quota.keyBudgetUsage(p.projectId, keyId, '2027-03-31', '2027-03')).toEqual({ dayTokens: 50, monthTokens: 150, monthCost: 0 });
+    expect(await store.quota.admit(p.projectId, s, ask(1, keyId, MARCH_31))).toMatchObject({ allowed: false, level: 'key', refusedBy: 'monthly_tokens' });
+    // The next month starts both from zero.
+    expect(await store.quota.admit(p.projectId, s, ask(100, keyId, APRIL_1))).toMatchObject({ allowed: true, level: null });
+    expect(await store.quota.keyBudgetUsage(p.projectId, keyId, '2027-04-01', '2027-04')).toEqual({ dayTokens: 100, monthTokens: 100, monthCost: 0 });
+  });
+
+  it("settles a key's budget charge in the period it was charged to, when replicas straddle a UTC day", async () => {
+    const p = await project({ requests_per_minute: 1000, burst_limit: 0 });
+    const keyId = await key(p, { budgets: { daily_tokens: 45, monthly_tokens: 1000 } });
+    const s = settings();
+    // Replica b's clock is past midnight (the 30th), a's is not (the 29th): a's request is charged to b's newer day.
+    const [aMs, bMs] = [MARCH_30_END - 86_400_000, MARCH_30_END - 86_400_000 + 1];
+    const onB = await store.quota.admit(p.projectId, s, ask(37, keyId, bMs));
+    expect(onB.allowed).toBe(true);
+    await store.quota.settle(p.projectId, s, onB.reservation!, { tokens: 2, cost: 0 });
+    const onA = await store.quota.admit(p.projectId, s, ask(37, keyId, aMs));
+    expect(onA).toMatchObject({ allowed: true, reservation: { key: { day: '2027-03-30', dayTokens: 37 } } });
+    await store.quota.settle(p.projectId, s, onA.reservation!, { tokens: 2, cost: 0 });
+    // 2 + 2 used of 45: another 37 fit. Had a's settlement missed the day it was charged to, 39 would stand.
+    expect(await store.quota.keyBudgetUsage(p.projectId, keyId, '2027-03-30', '2027-03')).toEqual({ dayTokens: 4, monthTokens: 4, monthCost: 0 });
+    const open = await store.quota.admit(p.projectId, s, ask(37, keyId, bMs));
+    expect(open.allowed).toBe(true);
+    // A charge still open when its day ends is settled in its month, and not in the new day (the 31st).
+    expect((await store.quota.admit(p.projectId, s, ask(5, keyId, MARCH_31))).allowed).toBe(true);
+    await store.quota.settle(p.projectId, s, open.reservation!, { tokens: 3, cost: 0 });
+    expect(await store.quota.keyBudgetUsage(p.projectId, keyId, '2027-03-31', '2027-03')).toEqual({ dayTokens: 5, monthTokens: 4 + 3 + 5, monthCost: 0 });
   });
 });
