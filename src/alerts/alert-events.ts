@@ -34,9 +34,9 @@ export type AlertEventInput =
 
 /**
  * Where events start: appended to the store's stream, from which one replica's delivery worker
- * (src/alerts/delivery-worker.ts) fans them out to the matching webhooks. The settlement's
- * budget-threshold detection is to call `emit` (or `emitOnce`, keyed by subject, budget, period
- * and threshold) with a `budget.threshold_crossed` event. Callers on the request path do not await it.
+ * (src/alerts/delivery-worker.ts) fans them out to the matching webhooks. `budget.threshold_crossed`
+ * starts in the store instead, inside the settlement (src/store/redis/quota-batch.lua). Callers on
+ * the request path do not await it.
  */
 export class AlertEvents {
   constructor(

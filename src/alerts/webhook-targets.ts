@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { webhookSecretKey } from '../config/alert-webhooks.js';
 import type { AlertWebhookConfig } from '../config/schema.js';
-import type { AlertEvent, AlertStore, WebhookFormat } from '../store/alert-types.js';
+import { DEFAULT_ALERT_THRESHOLDS, type AlertEvent, type AlertStore, type WebhookFormat } from '../store/alert-types.js';
 
 /** A webhook as deliveries use it: from the config (every project) or the project's own. */
 export interface WebhookTarget {
@@ -20,7 +20,7 @@ function configTargets(webhooks: AlertWebhookConfig[], env: NodeJS.ProcessEnv): 
       id: `cfg_${createHash('sha256').update(webhook.url).digest('hex').slice(0, 16)}`,
       url: webhook.url,
       format: webhook.format ?? 'standard',
-      thresholds: webhook.thresholds ?? [0.5, 0.8, 1.0],
+      thresholds: webhook.thresholds ?? [...DEFAULT_ALERT_THRESHOLDS],
       key: secret ? webhookSecretKey(secret) : null,
     };
   });

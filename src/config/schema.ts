@@ -1,4 +1,5 @@
 import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
+import { DEFAULT_ALERT_THRESHOLDS } from '../store/alert-types.js';
 
 /**
  * A field the file may leave out: checking the config fills in `value` (Ajv's useDefaults, see
@@ -136,7 +137,7 @@ const AlertWebhookSchema = Type.Object(
     // The Standard Webhooks signing secret (`whsec_` + base64); required for format standard.
     secret_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
     format: Defaulted(Type.Union([Type.Literal('standard'), Type.Literal('slack')]), 'standard'),
-    thresholds: Defaulted(Type.Array(Type.Number({ exclusiveMinimum: 0, maximum: 10 }), { minItems: 1, maxItems: 16, uniqueItems: true }), [0.5, 0.8, 1.0]),
+    thresholds: Defaulted(Type.Array(Type.Number({ exclusiveMinimum: 0, maximum: 10 }), { minItems: 1, maxItems: 16, uniqueItems: true }), [...DEFAULT_ALERT_THRESHOLDS]),
   },
   { additionalProperties: false },
 );

@@ -5,6 +5,7 @@ import { RecentMap } from '../core/recent-map.js';
 import type { AdmissionDecision, AdmissionSettings, KeyLimits, Reservation, SettleFence, Settlement } from '../store/quota-types.js';
 import { SettlementFailedError } from '../store/store-errors.js';
 import { POLICY_FIELDS } from '../store/policy.js';
+import { DEFAULT_ALERT_THRESHOLDS } from '../store/alert-types.js';
 import { StoreUnavailableError, type RateLimitPolicy, type Store } from '../store/types.js';
 import { budgetPeriodsAt } from './budget-periods.js';
 import { FallbackLimiter, refusedDecision } from './fallback-limiter.js';
@@ -65,6 +66,7 @@ export class Admission implements Settler {
       exactLogMax: limits.exact_log_max,
       leaseTtlMs: limits.lease_ttl_seconds * 1000,
       defaults: defaults.rate_limits,
+      alertThresholds: [...new Set(options.config.alerts.webhooks.flatMap((webhook) => webhook.thresholds ?? DEFAULT_ALERT_THRESHOLDS))],
     };
     this.fallback = new FallbackLimiter(limits.fallback_share, limits.window_seconds, limits.burst_window_seconds);
     this.now = options.now ?? Date.now;

@@ -2,6 +2,9 @@
 
 export type WebhookFormat = 'standard' | 'slack';
 
+/** The budget fractions a webhook is told of when it names none. */
+export const DEFAULT_ALERT_THRESHOLDS: readonly number[] = [0.5, 0.8, 1.0];
+
 /** A project's own webhook, added through the admin API; `secret` (standard format) is never shown again. */
 export interface WebhookRecord {
   id: string;
@@ -73,6 +76,9 @@ export interface AlertStore {
   /** Newest first, at most `limit`. */
   recentDeliveries(limit: number): Promise<DeliveryRecord[]>;
 }
+
+/** How long a budget crossing's marker keeps a second copy of its event out of the stream: past its month. */
+export const CROSSING_MARKER_MS = 35 * 86_400_000;
 
 /** How many deliveries the delivery log keeps (the newest). */
 export const RECENT_DELIVERIES_MAX = 1000;

@@ -15,6 +15,12 @@ export interface AdmissionSettings {
   leaseTtlMs: number;
   /** Used when the project record has no policy (it should always have one). */
   defaults: RateLimitPolicy;
+  /**
+   * The budget fractions the config's webhooks are told of (`alerts.webhooks[].thresholds`): a
+   * settlement that takes a budget past one emits `budget.threshold_crossed` once (the project's own
+   * webhooks add theirs in the store).
+   */
+  alertThresholds?: number[];
 }
 
 /** What one model request asks of the policy. */

@@ -7,7 +7,7 @@ import { webhookSecretKey } from '../../config/alert-webhooks.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, resourceNotFound } from '../../http/errors.js';
 import { errorResponses, Nullable } from '../../http/schemas.js';
-import type { DeliveryRecord, WebhookRecord } from '../../store/alert-types.js';
+import { DEFAULT_ALERT_THRESHOLDS, type DeliveryRecord, type WebhookRecord } from '../../store/alert-types.js';
 import { ProjectParams } from './admin-policy.js';
 
 const MAX_WEBHOOKS_PER_PROJECT = 16;
@@ -84,7 +84,7 @@ export const adminWebhookRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
     },
     async (request) => {
       const { project_id: projectId } = request.params;
-      const { url, format = 'standard', thresholds = [0.5, 0.8, 1.0], secret: given } = request.body;
+      const { url, format = 'standard', thresholds = [...DEFAULT_ALERT_THRESHOLDS], secret: given } = request.body;
       try {
         new URL(url);
       } catch {

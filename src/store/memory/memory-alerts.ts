@@ -33,6 +33,11 @@ export class MemoryAlertStore implements AlertStore {
     return [...(this.webhooks.get(projectId)?.values() ?? [])].map(clone);
   }
 
+  /** The thresholds the project's own webhooks are told of (the settlement checks them too). */
+  ownThresholds(projectId: string): number[] {
+    return [...(this.webhooks.get(projectId)?.values() ?? [])].flatMap((webhook) => webhook.thresholds);
+  }
+
   async removeWebhook(projectId: string, webhookId: string): Promise<boolean> {
     return this.webhooks.get(projectId)?.delete(webhookId) ?? false;
   }

@@ -1,6 +1,8 @@
-import { needsSettling, type KeyBudgetUsed, type KeyLimits, type KeyReservation, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
+import { needsSettling, NO_KEY_LIMITS, type KeyBudgetUsed, type KeyLimits, type KeyReservation, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { RateLimitPolicy } from '../types.js';
 import type { BudgetCorrection } from '../usage-types.js';
+import type { AlertEvent } from '../alert-types.js';
+import { createHash } from 'node:crypto';
 
 /** One project's limiter state: the same structures as the Redis script's keys. */
 interface ProjectState {
@@ -18,8 +20,17 @@ interface ProjectState {
   burstAt: number;
   /** Lease id -> expiry. */
   leases: Map<string, number>;
-  budget: { day: string | undefined; dt: number; month: string | undefined; mt: number; mc: number };
+  /** The periods' charges (dt, mt, mc), what settled of them (ds, ms, cs) and the highest threshold told per budget. */
+  budget: { day: string | undefined; dt: number; ds: number; month: string | undefined; mt: number; mc: number; ms: number; cs: number; told: Partial<Record<BudgetName, { period: string; threshold: number }>> };
   touched: number;
+}
+
+type BudgetName = 'daily_tokens' | 'monthly_tokens' | 'monthly_cost';
+
+/** Where budget-threshold crossings go: the project's own webhooks' thresholds, and the alert stream. */
+export interface CrossingSink {
+  thresholdsOf(projectId: string): readonly number[];
+  emit(event: AlertEvent): void;
 }
 
 const SWEEP_EVERY = 10_000;
@@ -41,6 +52,7 @@ export class MemoryQuotaStore implements QuotaStore {
     private readonly now: () => number = Date.now,
     /** A key's own limits as its record holds them now; undefined: none. */
     private readonly keyLimitsOf: (projectId: string, keyId: string) => KeyLimits | undefined = () => undefined,
+    private readonly crossings?: CrossingSink,
   ) {}
 
   async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
@@ -174,8 +186,8 @@ export class MemoryQuotaStore implements QuotaStore {
           charged.lease = true;
         }
         if (budgeted) {
-          if (!c.dayCurrent) Object.assign(s.budget, { day: request.day, dt: 0 });
-          if (!c.monthCurrent) Object.assign(s.budget, { month: request.month, mt: 0, mc: 0 });
+          if (!c.dayCurrent) Object.assign(s.budget, { day: request.day, dt: 0, ds: 0 });
+          if (!c.monthCurrent) Object.assign(s.budget, { month: request.month, mt: 0, mc: 0, ms: 0, cs: 0 });
           if (daily !== null) s.budget.dt += charged.dayTokens = request.tokens;
           if (monthly !== null) s.budget.mt += charged.monthTokens = request.tokens;
           if (monthlyCost !== null) s.budget.mc += charged.monthCost = request.cost;
@@ -216,9 +228,43 @@ export class MemoryQuotaStore implements QuotaStore {
 
   async settle(projectId: string, settings: AdmissionSettings, reservation: Reservation, used: Settlement): Promise<void> {
     const now = this.now();
-    this.settleOn(this.stateOf(projectId, now), settings, now, reservation, reservation.slot, used);
+    const project = this.stateOf(projectId, now);
+    if (this.settleOn(project, settings, now, reservation, reservation.slot, used)) {
+      this.tellCrossings(projectId, null, project, this.policyOf(projectId) ?? settings.defaults, settings, now);
+    }
     const key = reservation.key;
-    if (key) this.settleOn(this.stateOf(keyStateId(projectId, key.keyId), now), settings, now, { ...key, id: reservation.id }, reservation.slot, used);
+    if (!key) return;
+    const keyState = this.stateOf(keyStateId(projectId, key.keyId), now);
+    if (this.settleOn(keyState, settings, now, { ...key, id: reservation.id }, reservation.slot, used)) {
+      this.tellCrossings(projectId, key.keyId, keyState, this.keyLimitsOf(projectId, key.keyId) ?? NO_KEY_LIMITS, settings, now);
+    }
+  }
+
+  /** As quota-batch.lua's detectCrossings: each threshold a settled sum passed, told once per period. */
+  private tellCrossings(projectId: string, keyId: string | null, s: ProjectState, limits: KeyLimits, settings: AdmissionSettings, now: number): void {
+    if (!this.crossings) return;
+    const thresholds = [...new Set([...(settings.alertThresholds ?? []), ...this.crossings.thresholdsOf(projectId)])].filter((t) => t > 0).sort((a, b) => a - b);
+    const { budget } = s;
+    const budgets: Array<[BudgetName, number, string | undefined]> = [
+      ['daily_tokens', budget.ds, budget.day],
+      ['monthly_tokens', budget.ms, budget.month],
+      ['monthly_cost', budget.cs, budget.month],
+    ];
+    for (const [name, used, period] of budgets) {
+      const limit = limits[name];
+      if (limit === null || limit <= 0 || period === undefined) continue;
+      const told = budget.told[name];
+      const high = told?.period === period ? told.threshold : 0;
+      let top = high;
+      for (const threshold of thresholds) {
+        if (threshold <= high || used < threshold * limit * (1 - 1e-12)) continue;
+        top = threshold;
+        const id = `evt_${createHash('sha1').update([projectId, keyId ?? '', name, period, String(threshold)].join('|')).digest('hex').slice(0, 24)}`;
+        const data = { project_id: projectId, api_key_id: keyId, budget: name, period, threshold, used, limit };
+        this.crossings.emit({ id, type: 'budget.threshold_crossed', created_at: new Date(now).toISOString(), project_id: projectId, data });
+      }
+      if (top > high) budget.told[name] = { period, threshold: top };
+    }
   }
 
   private settleOn(
@@ -228,7 +274,7 @@ export class MemoryQuotaStore implements QuotaStore {
     reservation: Omit<KeyReservation, 'keyId'> & { id: string },
     slot: number,
     used: Settlement,
-  ): void {
+  ): boolean {
     const w = this.window(s, settings, now);
     if (reservation.rateTokens !== null) {
       let delta = used.tokens - reservation.rateTokens;
@@ -241,10 +287,23 @@ export class MemoryQuotaStore implements QuotaStore {
         w.add('t', delta);
       }
     }
-    if (reservation.dayTokens !== null && s.budget.day === reservation.day) s.budget.dt += used.tokens - reservation.dayTokens;
-    if (reservation.monthTokens !== null && s.budget.month === reservation.month) s.budget.mt += used.tokens - reservation.monthTokens;
-    if (reservation.monthCost !== null && s.budget.month === reservation.month) s.budget.mc += used.cost - reservation.monthCost;
+    const { budget } = s;
+    let settled = false;
+    if (reservation.dayTokens !== null && budget.day === reservation.day) {
+      Object.assign(budget, { dt: budget.dt + used.tokens - reservation.dayTokens, ds: budget.ds + used.tokens });
+      settled = true;
+    }
+    if (reservation.monthTokens !== null && budget.month === reservation.month) {
+      Object.assign(budget, { mt: budget.mt + used.tokens - reservation.monthTokens, ms: budget.ms + used.tokens });
+      settled = true;
+    }
+    if (reservation.monthCost !== null && budget.month === reservation.month) {
+      Object.assign(budget, { mc: budget.mc + used.cost - reservation.monthCost, cs: budget.cs + used.cost });
+      settled = true;
+    }
     if (reservation.lease) s.leases.delete(reservation.id);
+    // a budget was settled: its sums may have passed an alert threshold
+    return settled;
   }
 
   /**
@@ -255,11 +314,11 @@ export class MemoryQuotaStore implements QuotaStore {
     const { budget } = this.stateOf(projectId, this.now());
     for (const { day, month, dayTokens, monthTokens, monthCost } of corrections) {
       if (dayTokens !== 0) {
-        if ((budget.day === undefined || budget.day < day) && dayTokens > 0) Object.assign(budget, { day, dt: 0 });
+        if ((budget.day === undefined || budget.day < day) && dayTokens > 0) Object.assign(budget, { day, dt: 0, ds: 0 });
         if (budget.day === day) budget.dt += dayTokens;
       }
       if (monthTokens !== 0 || monthCost !== 0) {
-        if ((budget.month === undefined || budget.month < month) && (monthTokens > 0 || monthCost > 0)) Object.assign(budget, { month, mt: 0, mc: 0 });
+        if ((budget.month === undefined || budget.month < month) && (monthTokens > 0 || monthCost > 0)) Object.assign(budget, { month, mt: 0, mc: 0, ms: 0, cs: 0 });
         if (budget.month === month) Object.assign(budget, { mt: budget.mt + monthTokens, mc: budget.mc + monthCost });
       }
     }
@@ -294,7 +353,7 @@ export class MemoryQuotaStore implements QuotaStore {
         burstTokens: undefined,
         burstAt: now,
         leases: new Map(),
-        budget: { day: undefined, dt: 0, month: undefined, mt: 0, mc: 0 },
+        budget: { day: undefined, dt: 0, ds: 0, month: undefined, mt: 0, mc: 0, ms: 0, cs: 0, told: {} },
         touched: now,
       };
       this.states.set(projectId, state);

@@ -8,6 +8,7 @@ import { MemoryUsageStore } from './memory-usage.js';
 import { MemoryConversationStore } from './conversations.js';
 import { MemoryRecordStore } from './memory-record-store.js';
 import { MemoryAlertStore } from './memory-alerts.js';
+import { CROSSING_MARKER_MS } from '../alert-types.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
@@ -40,12 +41,17 @@ export class MemoryStore implements Store {
   private readonly principals = new Map<string, KeyPrincipal>();
   private readonly auditByProject = new Map<string, AuditEvent[]>();
   private readonly bus = new EventEmitter();
+  readonly alerts = new MemoryAlertStore();
   readonly quota = new MemoryQuotaStore(
     (projectId) => this.projectsById.get(projectId)?.rate_limits,
     Date.now,
     (projectId, keyId) => {
       // As quota-batch.lua reads a key's record: a key without limits (or gone) has them all null.
       return clone(this.keysByProject.get(projectId)?.get(keyId)?.record.limits ?? NO_KEY_LIMITS);
+    },
+    {
+      thresholdsOf: (projectId) => this.alerts.ownThresholds(projectId),
+      emit: (event) => void this.alerts.appendOnce(`crossing:${event.id}`, CROSSING_MARKER_MS, event),
     },
   );
   readonly usage = new MemoryUsageStore(Date.now, (projectId, corrections) => this.quota.correctBudgets(projectId, corrections));
@@ -57,7 +63,6 @@ export class MemoryStore implements Store {
   );
   readonly records = new MemoryRecordStore();
   readonly responses = new MemoryResponseOwnerStore();
-  readonly alerts = new MemoryAlertStore();
 
   readonly projects: ProjectStore = {
     create: async (project, firstKey, audit) => {

@@ -10,15 +10,18 @@ import {
 import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import { luaScript } from './lua-script.js';
+import type { KeyNames } from './key-names.js';
 
 const STREAM_MAX_LENGTH = 100_000;
 const GROUP = 'delivery';
 const APPEND_ONCE_SCRIPT = luaScript(new URL('./append-alert-once.lua', import.meta.url));
 const CLAIM_DUE_SCRIPT = luaScript(new URL('./claim-due-deliveries.lua', import.meta.url));
+const SET_WEBHOOK_SCRIPT = luaScript(new URL('./set-webhook.lua', import.meta.url));
 
 type Scripted = RedisClient & {
   novaAppendAlertOnce(marker: string, stream: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
   novaClaimDueDeliveries(due: string, nowMs: number, leaseEndMs: number, count: number): Promise<string[]>;
+  novaSetWebhook(webhooks: string, thresholds: string, change: 'add' | 'remove', webhookId: string, record?: string): Promise<number>;
 };
 
 type StreamEntry = [string, string[]];
@@ -29,13 +32,17 @@ type StreamEntry = [string, string[]];
  * under the project's own tag, so deleting the project deletes them.
  */
 class AlertKeys {
-  constructor(private readonly prefix: string) {}
+  constructor(
+    private readonly prefix: string,
+    private readonly names: KeyNames,
+  ) {}
   events = () => `${this.prefix}:{alerts}:events`;
   due = () => `${this.prefix}:{alerts}:due`;
   recent = () => `${this.prefix}:{alerts}:recent`;
   delivery = (id: string) => `${this.prefix}:{alerts}:delivery:${id}`;
   marker = (name: string) => `${this.prefix}:{alerts}:once:${name}`;
-  webhooks = (projectId: string) => `${this.prefix}:{${projectId}}:webhooks`;
+  webhooks = (projectId: string) => this.names.webhooks(projectId);
+  thresholds = (projectId: string) => this.names.webhookThresholds(projectId);
 }
 
 function streamed(entries: StreamEntry[]): StreamedEvent[] {
@@ -54,15 +61,17 @@ export class RedisAlertStore implements AlertStore {
   private readonly keys: AlertKeys;
   private groupReady = false;
 
-  constructor(redis: RedisClient, prefix: string) {
+  constructor(redis: RedisClient, prefix: string, names: KeyNames) {
     redis.defineCommand('novaAppendAlertOnce', { numberOfKeys: 2, lua: APPEND_ONCE_SCRIPT });
     redis.defineCommand('novaClaimDueDeliveries', { numberOfKeys: 1, lua: CLAIM_DUE_SCRIPT });
+    redis.defineCommand('novaSetWebhook', { numberOfKeys: 2, lua: SET_WEBHOOK_SCRIPT });
     this.redis = redis as Scripted;
-    this.keys = new AlertKeys(prefix);
+    this.keys = new AlertKeys(prefix, names);
   }
 
   async addWebhook(webhook: WebhookRecord): Promise<void> {
-    await guard(this.redis.hset(this.keys.webhooks(webhook.project_id), webhook.id, JSON.stringify(webhook)));
+    const projectId = webhook.project_id;
+    await guard(this.redis.novaSetWebhook(this.keys.webhooks(projectId), this.keys.thresholds(projectId), 'add', webhook.id, JSON.stringify(webhook)));
   }
 
   async listWebhooks(projectId: string): Promise<WebhookRecord[]> {
@@ -73,7 +82,7 @@ export class RedisAlertStore implements AlertStore {
   }
 
   async removeWebhook(projectId: string, webhookId: string): Promise<boolean> {
-    return (await guard(this.redis.hdel(this.keys.webhooks(projectId), webhookId))) === 1;
+    return (await guard(this.redis.novaSetWebhook(this.keys.webhooks(projectId), this.keys.thresholds(projectId), 'remove', webhookId))) === 1;
   }
 
   async append(event: AlertEvent): Promise<void> {

@@ -48,7 +48,8 @@ local function int(v) return string.format('%d', v) end
 local function correctBudgets(budget, corrections)
   local v = redis.call('HMGET', budget, 'day', 'dt', 'month', 'mt', 'mc')
   local day, dt, month, mt, mc = v[1], tonumber(v[2]) or 0, v[3], tonumber(v[4]) or 0, tonumber(v[5]) or 0
-  local changed, now = false, clock()
+  -- a period it starts begins with nothing settled (quota-batch.lua's `ds`, `ms`, `cs`)
+  local changed, dayStarted, monthStarted, now = false, false, false, clock()
   for _, c in ipairs(corrections) do
     local counts = true
     if c.replica then
@@ -63,11 +64,11 @@ local function correctBudgets(budget, corrections)
     end
     if counts then
       if c.dayTokens ~= 0 then
-        if (not day or day < c.day) and c.dayTokens > 0 then day, dt = c.day, 0 end
+        if (not day or day < c.day) and c.dayTokens > 0 then day, dt, dayStarted = c.day, 0, true end
         if day == c.day then dt, changed = dt + c.dayTokens, true end
       end
       if c.monthTokens ~= 0 or c.monthCost ~= 0 then
-        if (not month or month < c.month) and (c.monthTokens > 0 or c.monthCost > 0) then month, mt, mc = c.month, 0, 0 end
+        if (not month or month < c.month) and (c.monthTokens > 0 or c.monthCost > 0) then month, mt, mc, monthStarted = c.month, 0, 0, true end
         if month == c.month then mt, mc, changed = mt + c.monthTokens, mc + c.monthCost, true end
       end
     end
@@ -80,6 +81,10 @@ local function correctBudgets(budget, corrections)
     if month then
       for _, f in ipairs({'month', month, 'mt', int(mt), 'mc', string.format('%.17g', mc)}) do fields[#fields + 1] = f end
     end
+    if dayStarted then fields[#fields + 1], fields[#fields + 2] = 'ds', '0' end
+    if monthStarted then
+      for _, f in ipairs({'ms', '0', 'cs', '0'}) do fields[#fields + 1] = f end
+    end
     redis.call('HSET', budget, unpack(fields))
   end
   if redis.call('EXISTS', budget) == 1 then redis.call('PEXPIRE', budget, 32 * 86400000) end
@@ -87,7 +92,8 @@ end
 -- The settlement marks and fences of replicas silent for keepMs leave once the budget hash holds
 -- more than a few: its size follows the replicas that write, never the traffic.
 local function pruneFences(budget, keepMs)
-  if redis.call('HLEN', budget) <= 5 + 32 then return end
+  -- 11: the periods, their charges, settled sums and alert marks (quota-batch.lua)
+  if redis.call('HLEN', budget) <= 11 + 32 then return end
   local now, all = clock(), redis.call('HGETALL', budget)
   for i = 1, #all, 2 do
     local kind, at = string.sub(all[i], 1, 1), nil

@@ -25,6 +25,11 @@ export class KeyNames {
   rateSubWindows = (projectId: string) => `${this.prefix}:{${projectId}}:rl:sub`;
   rateLeases = (projectId: string) => `${this.prefix}:{${projectId}}:rl:leases`;
   budgets = (projectId: string) => `${this.prefix}:{${projectId}}:rl:budget`;
+  /** Budget-threshold events settled in the project's slot, waiting to go to the alert stream (quota-batch.lua). */
+  alertOutbox = (projectId: string) => `${this.prefix}:{${projectId}}:alerts:outbox`;
+  /** The project's own webhooks, and the union of their thresholds that the settlement checks. */
+  webhooks = (projectId: string) => `${this.prefix}:{${projectId}}:webhooks`;
+  webhookThresholds = (projectId: string) => `${this.prefix}:{${projectId}}:webhooks:thresholds`;
   /** A key's own limiter state (its rate_limits and budgets), in its project's slot: decided in the same script call. */
   keyRate = (projectId: string, keyId: string, part: 'window' | 'burst' | 'sub' | 'leases' | 'budget') => `${this.prefix}:{${projectId}}:kl:${keyId}:${part}`;
   usageStorage = (projectId: string) => `${this.prefix}:{${projectId}}:usage:storage`;

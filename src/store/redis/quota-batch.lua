@@ -24,9 +24,9 @@
 -- a request that names its key passes only if both levels admit it (the project's checked first),
 -- and a refusal at either charges neither. A request without a key level costs no key-level work.
 --
--- KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash; then, for each key
--- level the call names (its `k`, 1-based), the key's record, window log, burst hash, sub-window hash,
--- leases and budget hash.
+-- KEYS: project hash, window log, burst hash, sub-window hash, leases, budget hash, alert outbox, the
+-- project's webhook thresholds; then, for each key level the call names (its `k`, 1-based), the key's
+-- record, window log, burst hash, sub-window hash, leases and budget hash.
 -- ARGV[1]: one JSON object (one argument to encode and to parse, where a hundred separate ones cost
 -- the client more for each than one argument costs the script):
 --   windowMs, subWindows, burstWindowMs, exactLogMax, leaseTtlMs: the admission settings;
@@ -42,11 +42,14 @@
 --     lease?}: the key level's charges (its budgets are not fenced: no usage-record correction for them);
 --   admissions: [{id, tokens, rate, cost, day, month, k?}]: what each request asks (`tokens` of the budgets,
 --     `rate` of the token rate: less when its output part is capped).
+--   projectId, keyIds (the key levels' ids, in `k` order), thresholds (the config webhooks' budget
+--     fractions): for the budget alerts below.
 --   lateAfter (optional): Redis's time after which the replica has surely given up waiting (its
 --     command timeout, with the clock difference its replies bound); a batch run later (held in a hung
 --     Redis's socket) admits nothing, as the replica admitted its requests by the fallback meanwhile.
 -- Returns a JSON object: now (Redis's time, ms, in a string), late (true: the admissions were
--- skipped), and nothing more without admissions, else
+-- skipped), outbox (the alert outbox's length, when a budget was settled), and nothing more without
+-- admissions, else
 --   slot: the sub-window the token charges went to (an integer in a string: exact at any size);
 --   policy: the project's limits (requests_per_minute, burst_limit, tokens_per_minute,
 --     max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost; the optional ones as the
@@ -64,6 +67,12 @@
 -- Settling: each charge becomes the real usage where it still counts: in its sub-window while
 -- that is in the window (else an excess is added to the current one), in its budget period while
 -- that is current; the lease is released.
+-- Budget alerts (DESIGN.md section 9): the budget hash also sums what settled in the period (`ds`, `ms`,
+-- `cs`: real use, without the reservations of requests in flight). When a settlement takes one past
+-- a threshold of its limit (the config's thresholds and the project's webhooks'), an event goes to the
+-- project's outbox (its slot: the alert stream lives in another), which the replica moves to the
+-- stream (redis-quota-store.ts). `ad`, `am`, `ac` keep the highest threshold told per period, so each
+-- (subject, budget, period, threshold) is told once, whichever replica settles.
 -- Admitting: a spent budget first, then the request rate (window, else burst), the token rate
 -- and the concurrency cap; writes only when every check passes (a refusal costs nothing).
 -- Each hash is read once and written once per call, whatever the number of requests it carries:
@@ -135,8 +144,9 @@ end
 -- The budget hash, read at most once per call and written once at its end.
 local function budget(L)
   if not L.bud then
-    local v = redis.call('HMGET', L.budgetKey, 'day', 'dt', 'month', 'mt', 'mc')
-    L.bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5])}
+    local v = redis.call('HMGET', L.budgetKey, 'day', 'dt', 'month', 'mt', 'mc', 'ds', 'ms', 'cs', 'ad', 'am', 'ac')
+    L.bud = {day = v[1], dt = num(v[2]), month = v[3], mt = num(v[4]), mc = num(v[5]), ds = num(v[6]), ms = num(v[7]), cs = num(v[8]),
+      ad = v[9], am = v[10], ac = v[11]}
   end
   return L.bud
 end
@@ -163,19 +173,21 @@ local function settleOn(L, c, id, slot, usedTokens, usedCost, fenced)
   end
   if not fenced and (c.dayTokens or c.monthTokens or c.monthCost) then
     local g = budget(L)
-    if c.dayTokens and g.day == c.day then g.dt, L.budChanged = g.dt + usedTokens - c.dayTokens, true end
-    if c.monthTokens and g.month == c.month then g.mt, L.budChanged = g.mt + usedTokens - c.monthTokens, true end
-    if c.monthCost and g.month == c.month then g.mc, L.budChanged = g.mc + usedCost - c.monthCost, true end
+    if c.dayTokens and g.day == c.day then g.dt, g.ds, L.budChanged = g.dt + usedTokens - c.dayTokens, g.ds + usedTokens, true end
+    if c.monthTokens and g.month == c.month then g.mt, g.ms, L.budChanged = g.mt + usedTokens - c.monthTokens, g.ms + usedTokens, true end
+    if c.monthCost and g.month == c.month then g.mc, g.cs, L.budChanged = g.mc + usedCost - c.monthCost, g.cs + usedCost, true end
+    L.budSettled = L.budSettled or L.budChanged
   end
   if c.lease then L.released[#L.released + 1] = id end
 end
 
 -- The levels: the project's (always), and the keys with limits this batch names (KEYS 7.., six each).
 local project = openLevel(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local OUTBOX, OWN_THRESHOLDS = KEYS[7], KEYS[8]
 local keyLevels = {}
 local function keyLevel(k)
   if not keyLevels[k] then
-    local b = 6 + (k - 1) * 6
+    local b = 8 + (k - 1) * 6
     keyLevels[k] = openLevel(KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6])
   end
   return keyLevels[k]
@@ -206,6 +218,58 @@ local function release(L)
 end
 release(project)
 for _, L in pairs(keyLevels) do release(L) end
+
+-- The thresholds told of: the config's and the project's webhooks' (read once, sorted).
+local thresholdList
+local function thresholds()
+  if not thresholdList then
+    local seen, list = {}, {}
+    local function add(t)
+      if t and t > 0 and not seen[t] then seen[t], list[#list + 1] = true, t end
+    end
+    for _, t in ipairs(Q.thresholds or {}) do add(t) end
+    local own = redis.call('GET', OWN_THRESHOLDS)
+    if own then for v in string.gmatch(own, '[^,]+') do add(tonumber(v)) end end
+    table.sort(list)
+    thresholdList = list
+  end
+  return thresholdList
+end
+-- each budget: its settled sum, its period, its told mark, and its limit's field in the record
+local BUDGETS = {
+  {used = 'ds', period = 'day', mark = 'ad', name = 'daily_tokens'},
+  {used = 'ms', period = 'month', mark = 'am', name = 'monthly_tokens'},
+  {used = 'cs', period = 'month', mark = 'ac', name = 'monthly_cost'},
+}
+-- A level's crossings of this call's settlements: one outbox entry per threshold passed.
+local function detectCrossings(L, keyId)
+  if not L.budSettled or #thresholds() == 0 then return end
+  local limits = redis.call('HMGET', L.record, 'daily_tokens', 'monthly_tokens', 'monthly_cost')
+  local g = L.bud
+  for i, b in ipairs(BUDGETS) do
+    local limit, period = tonumber(limits[i]), g[b.period]
+    if limit and limit > 0 and period then
+      local high, used = 0, g[b.used]
+      local told, at = string.match(g[b.mark] or '', '^([^|]*)|(.*)$')
+      if told == period then high = tonumber(at) or 0 end
+      local top = high
+      for _, t in ipairs(thresholds()) do
+        -- a hair under the product: 0.8 * 1000 must count 800 as reached
+        if t > high and used >= t * limit * (1 - 1e-12) then
+          top = t
+          local name = table.concat({Q.projectId, keyId or '', b.name, period, tostring(t)}, '|')
+          redis.call('RPUSH', OUTBOX, cjson.encode({
+            id = 'evt_' .. string.sub(redis.sha1hex(name), 1, 24), at = now, api_key_id = keyId or null,
+            budget = b.name, period = period, threshold = t, used = used, limit = limit,
+          }))
+        end
+      end
+      if top > high then g[b.mark], L.budChanged = period .. '|' .. tostring(top), true end
+    end
+  end
+end
+detectCrossings(project, nil)
+for k, L in pairs(keyLevels) do detectCrossings(L, Q.keyIds[k]) end
 
 -- A level's limits for this call's admissions, and its state as of now (one read each).
 local function prepare(L, p, rpmDefault, burstDefault)
@@ -298,8 +362,8 @@ local function commit(L, asked, c)
   end
   local g = c.g
   if g then
-    if c.dayFresh then g.day, g.dt = asked.day, 0 end
-    if c.monthFresh then g.month, g.mt, g.mc = asked.month, 0, 0 end
+    if c.dayFresh then g.day, g.dt, g.ds = asked.day, 0, 0 end
+    if c.monthFresh then g.month, g.mt, g.mc, g.ms, g.cs = asked.month, 0, 0, 0, 0 end
     if L.daily then g.dt = g.dt + asked.tokens; d.chargedDay = true end
     if L.monthly then g.mt = g.mt + asked.tokens; d.chargedMonth = true end
     if L.mcost then g.mc = g.mc + asked.cost; d.chargedCost = true end
@@ -437,10 +501,15 @@ local function close(L)
   if L.budChanged then
     local bud, fields = L.bud, {}
     if bud.day then
-      for _, v in ipairs({'day', bud.day, 'dt', int(bud.dt)}) do fields[#fields + 1] = v end
+      for _, v in ipairs({'day', bud.day, 'dt', int(bud.dt), 'ds', int(bud.ds)}) do fields[#fields + 1] = v end
     end
     if bud.month then
-      for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc)}) do fields[#fields + 1] = v end
+      for _, v in ipairs({'month', bud.month, 'mt', int(bud.mt), 'mc', string.format('%.17g', bud.mc), 'ms', int(bud.ms), 'cs', string.format('%.17g', bud.cs)}) do
+        fields[#fields + 1] = v
+      end
+    end
+    for _, mark in ipairs({'ad', 'am', 'ac'}) do
+      if bud[mark] then fields[#fields + 1], fields[#fields + 2] = mark, bud[mark] end
     end
     redis.call('HSET', L.budgetKey, unpack(fields))
     redis.call('PEXPIRE', L.budgetKey, 32 * 86400000)
@@ -449,4 +518,7 @@ local function close(L)
 end
 close(project)
 for _, L in pairs(keyLevels) do close(L) end
+local settledBudget = project.budSettled
+for _, L in pairs(keyLevels) do settledBudget = settledBudget or L.budSettled end
+if settledBudget then reply.outbox = redis.call('LLEN', OUTBOX) end
 return cjson.encode(reply)

@@ -9,6 +9,7 @@ import { StoreUnavailableError } from '../types.js';
 import { SettlementFailedError } from '../store-errors.js';
 import { TurnBatches } from './turn-batches.js';
 import type { KeyNames } from './key-names.js';
+import { CROSSING_MARKER_MS, type AlertStore } from '../alert-types.js';
 
 /** A project's settlements and admissions of one turn, in one call: quota-batch.lua (its head says how). */
 const QUOTA_BATCH_SCRIPT = luaScript(new URL('./quota-batch.lua', import.meta.url));
@@ -41,6 +42,8 @@ interface SettlementArg {
 interface BatchReply {
   /** Redis's time when the script ran (ms). */
   now: string;
+  /** The project's alert outbox holds this many events (present when the call settled a budget). */
+  outbox?: number;
   /** The batch ran after its lateAfter: its admissions were skipped. */
   late?: true;
   slot: string;
@@ -67,6 +70,22 @@ type DecisionReply = WindowFigures & {
 /** Most settlements and admissions in one script call, so that no call's work grows without bound. */
 const MAX_SETTLEMENTS = 256;
 const MAX_ADMISSIONS = 128;
+
+/** A budget-threshold crossing as quota-batch.lua leaves it in the project's outbox. */
+interface OutboxCrossing {
+  id: string;
+  /** Redis's time of the settlement (ms). */
+  at: number;
+  api_key_id: string | null;
+  budget: string;
+  period: string;
+  threshold: number;
+  used: number;
+  limit: number;
+}
+
+/** Outbox entries moved per read. */
+const OUTBOX_READ = 32;
 
 interface Waiting {
   request: AdmissionRequest;
@@ -135,11 +154,16 @@ export class RedisQuotaStore implements QuotaStore {
     (closing) => inOneWrite(this.redis, closing),
   );
 
+  /** Projects whose alert outbox this replica is moving to the stream. */
+  private readonly draining = new Set<string>();
+
   constructor(
     redis: RedisClient,
     private readonly keys: KeyNames,
+    /** Where budget-threshold events go (the alert stream); without it, they wait in the outbox. */
+    private readonly alerts?: Pick<AlertStore, 'appendOnce'>,
   ) {
-    // Six keys of the project's, then six of each key level the call names: the count goes first.
+    // Eight keys of the project's, then six of each key level the call names: the count goes first.
     redis.defineCommand('novaQuotaBatch', { lua: QUOTA_BATCH_SCRIPT });
     redis.defineCommand('novaRenewLeases', { numberOfKeys: 1, lua: RENEW_LEASES_SCRIPT });
     this.redis = redis as Scripted;
@@ -206,6 +230,33 @@ export class RedisQuotaStore implements QuotaStore {
     await guard(this.redis.novaRenewLeases(leases, renewal));
   }
 
+  /**
+   * Moves the project's budget-threshold events from its outbox to the alert stream, off the request
+   * path. Each goes in at most once (its id is the crossing's: appendOnce), and leaves the outbox only
+   * once it is in: a replica that stops midway leaves the rest to the next settlement of a budget.
+   */
+  private drainOutbox(projectId: string): void {
+    if (!this.alerts || this.draining.has(projectId)) return;
+    this.draining.add(projectId);
+    this.moveCrossings(projectId, this.alerts)
+      .catch(() => undefined)
+      .finally(() => this.draining.delete(projectId));
+  }
+
+  private async moveCrossings(projectId: string, alerts: Pick<AlertStore, 'appendOnce'>): Promise<void> {
+    const outbox = this.keys.alertOutbox(projectId);
+    for (;;) {
+      const entries = await guard(this.redis.lrange(outbox, 0, OUTBOX_READ - 1));
+      if (entries.length === 0) return;
+      for (const entry of entries) {
+        const { id, at, ...data } = JSON.parse(entry) as OutboxCrossing;
+        const event = { id, type: 'budget.threshold_crossed', created_at: new Date(at).toISOString(), project_id: projectId, data: { project_id: projectId, ...data } };
+        await alerts.appendOnce(`crossing:${id}`, CROSSING_MARKER_MS, event);
+        await guard(this.redis.lrem(outbox, 1, entry));
+      }
+    }
+  }
+
   private async write(projectId: string, batch: QuotaBatch): Promise<void> {
     const { settings, settlements, admissions } = batch;
     const k = this.keys;
@@ -224,6 +275,9 @@ export class RedisQuotaStore implements QuotaStore {
       leaseTtlMs: Math.round(settings.leaseTtlMs),
       defaultRequestsPerMinute: settings.defaults.requests_per_minute,
       defaultBurstLimit: settings.defaults.burst_limit,
+      projectId,
+      keyIds: batch.keyIds,
+      thresholds: settings.alertThresholds ?? [],
       settlements,
       fence,
       lateAfter,
@@ -246,13 +300,15 @@ export class RedisQuotaStore implements QuotaStore {
     try {
       reply = await guard(
         this.redis.novaQuotaBatch(
-          6 + levelKeys.length,
+          8 + levelKeys.length,
           k.project(projectId),
           k.rateWindow(projectId),
           k.rateBurst(projectId),
           k.rateSubWindows(projectId),
           k.rateLeases(projectId),
           k.budgets(projectId),
+          k.alertOutbox(projectId),
+          k.webhookThresholds(projectId),
           ...levelKeys,
           arg,
         ),
@@ -264,8 +320,9 @@ export class RedisQuotaStore implements QuotaStore {
       return;
     }
     batch.done();
-    const { now, late, slot, policy: stored, keyPolicies, decisions } = JSON.parse(reply) as BatchReply;
+    const { now, late, outbox, slot, policy: stored, keyPolicies, decisions } = JSON.parse(reply) as BatchReply;
     this.clock.observe(sentAt, Number(now) - sentAt);
+    if (outbox) this.drainOutbox(projectId);
     if (admissions.length === 0) return;
     if (late) {
       // Answered after all (a busy event loop ran the timeout late): as if it had timed out.

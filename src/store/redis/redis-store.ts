@@ -36,12 +36,12 @@ export class RedisStore implements Store {
     this.keys = new KeyNames(prefix);
     this.apiKeys = new RedisApiKeyStore(redis, this.keys);
     this.projects = new RedisProjectStore(redis, this.keys, this.apiKeys);
-    this.quota = new RedisQuotaStore(redis, this.keys);
+    this.alerts = new RedisAlertStore(redis, prefix, this.keys);
+    this.quota = new RedisQuotaStore(redis, this.keys, this.alerts);
     this.usage = new RedisUsageStore(redis, this.keys);
     this.conversations = new RedisConversationStore(redis, this.keys);
     this.records = new RedisRecordStore(redis, this.keys);
     this.responses = new RedisResponseOwnerStore(redis, this.keys);
-    this.alerts = new RedisAlertStore(redis, prefix);
     this.audit = {
       list: async (projectId, limit) => {
         const entries = await guard(this.redis.xrevrange(this.keys.audit(projectId), '+', '-', 'COUNT', limit));
