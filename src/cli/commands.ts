@@ -23,6 +23,34 @@ interface ApiKey {
   models?: string[] | null;
   scopes?: string[];
   metadata?: Record<string, string>;
+  rate_limits?: Record<RateLimitField, number | null>;
+  budgets?: Record<BudgetField, number | null>;
+  /** GET /v1/api-keys/{id} only: the key's budgets in the current UTC day and month. */
+  usage?: { day: string; month: string; used: Record<BudgetField, number | null>; remaining: Record<BudgetField, number | null> };
+}
+
+interface Webhook {
+  id: string;
+  project_id: string;
+  url: string;
+  format: string;
+  thresholds: number[];
+  created_at: string;
+  /** The add answer only, and only for format standard. */
+  secret?: string | null;
+}
+
+interface Delivery {
+  id: string;
+  event_type: string;
+  project_id: string;
+  webhook_id: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  next_attempt_at: string | null;
 }
 
 interface Project {
@@ -66,12 +94,15 @@ function arg(context: CommandContext, index: number, name: string): string {
   return value;
 }
 
+// Digits only: Number() alone would take '', ' 7', '1e3', '0x10' and '-1'.
+const WHOLE = /^\d+$/;
+const AMOUNT = /^\d+(\.\d+)?$/;
+
 function integerFlag(flags: Flags, name: string): number | undefined {
   const raw = flags[name];
   if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (typeof raw !== 'string' || !Number.isInteger(value)) throw new CliError(`--${name} must be a whole number`, 2);
-  return value;
+  if (typeof raw !== 'string' || !WHOLE.test(raw)) throw new CliError(`--${name} must be a whole number of 0 or more (got ${JSON.stringify(raw)})`, 2);
+  return Number(raw);
 }
 
 function stringFlag(flags: Flags, name: string): string | undefined {
@@ -85,6 +116,10 @@ function stringFlag(flags: Flags, name: string): string | undefined {
  * another names neither the option nor the allowed values.
  */
 export const USAGE_BUCKET_WIDTHS = ['1m', '1h', '1d'] as const;
+
+/** What the admin webhook routes take (src/routes/admin/admin-webhooks.ts): checked here to name the flag. */
+export const WEBHOOK_FORMATS = ['standard', 'slack'] as const;
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
 
 function choiceFlag<T extends string>(flags: Flags, name: string, allowed: readonly T[]): T | undefined {
   const raw = flags[name];
@@ -115,11 +150,68 @@ function metadataFlag(flags: Flags): Record<string, string> | undefined {
   );
 }
 
-/** The key fields of `keys create` and `keys update`, as the gateway takes them. */
-function keyFields(flags: Flags) {
-  const models = flags['all-models'] ? null : listFlag(flags, 'model');
-  return { scopes: listFlag(flags, 'scope'), models, metadata: metadataFlag(flags) };
+type RateLimitField = 'requests_per_minute' | 'burst_limit' | 'tokens_per_minute' | 'max_concurrent_requests';
+type BudgetField = 'daily_tokens' | 'monthly_tokens' | 'monthly_cost';
+
+/**
+ * A key's own limits as flags, each with its place in the body of POST /v1/api-keys, PATCH
+ * /v1/api-keys/{id} and the admin's key create (KeyRateLimits and KeyBudgets in
+ * src/routes/management/api-key-view.ts).
+ */
+const RATE_LIMIT_FLAGS: Record<string, RateLimitField> = {
+  'requests-per-minute': 'requests_per_minute',
+  'burst-limit': 'burst_limit',
+  'tokens-per-minute': 'tokens_per_minute',
+  'max-concurrent-requests': 'max_concurrent_requests',
+};
+const BUDGET_FLAGS: Record<string, BudgetField> = { 'daily-tokens': 'daily_tokens', 'monthly-tokens': 'monthly_tokens', 'monthly-cost': 'monthly_cost' };
+export const KEY_LIMIT_FLAGS = [...Object.keys(RATE_LIMIT_FLAGS), ...Object.keys(BUDGET_FLAGS)];
+
+/**
+ * One limit flag: a whole number (monthly_cost: dollars, cents allowed), or with `clearable`
+ * `none`, which PATCH takes as null: no limit of the key's own (its project's still applies).
+ * The gateway checks the upper bounds and a key's own minimums and names the field.
+ */
+function limitFlag(flags: Flags, name: string, clearable: boolean): number | null | undefined {
+  const raw = flags[name];
+  if (raw === undefined) return undefined;
+  if (clearable && raw === 'none') return null;
+  const pattern = name === 'monthly-cost' ? AMOUNT : WHOLE;
+  if (typeof raw === 'string' && pattern.test(raw)) return Number(raw);
+  const what = name === 'monthly-cost' ? 'an amount of dollars of 0 or more' : 'a whole number of 0 or more';
+  throw new CliError(`--${name} must be ${what}${clearable ? ', or none to remove it' : ''} (got ${JSON.stringify(raw)})`, 2);
 }
+
+/** The limit flags given, nested as the gateway takes them; a group with none given is left out. */
+function limitGroup<Field extends string>(flags: Flags, names: Record<string, Field>, clearable: boolean) {
+  const group: Partial<Record<Field, number | null>> = {};
+  for (const [name, field] of Object.entries(names)) {
+    const value = limitFlag(flags, name, clearable);
+    if (value !== undefined) group[field] = value;
+  }
+  return Object.keys(group).length > 0 ? group : undefined;
+}
+
+/** The key fields of `keys create` and `keys update` (where `none` clears a limit), as the gateway takes them. */
+function keyFields(flags: Flags, clearable: boolean) {
+  const models = flags['all-models'] ? null : listFlag(flags, 'model');
+  return {
+    scopes: listFlag(flags, 'scope'),
+    models,
+    metadata: metadataFlag(flags),
+    rate_limits: limitGroup(flags, RATE_LIMIT_FLAGS, clearable),
+    budgets: limitGroup(flags, BUDGET_FLAGS, clearable),
+  };
+}
+
+/** `requests_per_minute=60, burst_limit=10`: the limits a key has; `none` when it has none of its own. */
+const limitsLine = (limits: Record<string, number | null> | undefined) =>
+  limits === undefined
+    ? '-'
+    : Object.entries(limits)
+        .filter(([, value]) => value !== null)
+        .map(([field, value]) => `${field}=${value}`)
+        .join(', ') || 'none';
 
 const keyLines = (key: ApiKey) =>
   [
@@ -129,7 +221,18 @@ const keyLines = (key: ApiKey) =>
     `  models:     ${key.models === null || key.models === undefined ? 'all' : key.models.join(', ') || '-'}`,
     `  metadata:   ${Object.entries(key.metadata ?? {}).map(([name, value]) => `${name}=${value}`).join(', ') || '-'}`,
     `  expires_at: ${key.expires_at ?? '-'}`,
+    `  limits:     ${limitsLine(key.rate_limits)}`,
+    `  budgets:    ${limitsLine(key.budgets)}`,
   ].join('\n') + '\n';
+
+/** What GET /v1/api-keys/{id} adds: each budget's limit, use and what is left in the current UTC periods. */
+function budgetUsageLines(key: ApiKey): string {
+  const { usage, budgets } = key;
+  if (!usage || !budgets) return '';
+  const fields = Object.keys(BUDGET_FLAGS).map((name) => BUDGET_FLAGS[name]!);
+  const rows = fields.map((field): Cell[] => [field, budgets[field], usage.used[field], usage.remaining[field]]);
+  return `budgets in the current UTC periods (day ${usage.day}, month ${usage.month}):\n${renderTable(['budget', 'limit', 'used', 'remaining'], rows)}`;
+}
 
 function query(params: Record<string, string | number | undefined>): string {
   const search = new URLSearchParams();
@@ -143,9 +246,10 @@ function show(context: CommandContext, reply: unknown, human: () => string): voi
   context.print(context.flags.json ? `${JSON.stringify(reply, null, 2)}\n` : human());
 }
 
+const shownOnce = (secret: string | null | undefined) => `secret: ${secret}\n  (shown this once: store it now)\n`;
+
 const secretLines = (key: ApiKey) =>
-  `secret: ${key.secret}\n  (shown this once: store it now)\n` +
-  (key.previous_secret_expires_at ? `previous secret valid until ${key.previous_secret_expires_at}\n` : '');
+  shownOnce(key.secret) + (key.previous_secret_expires_at ? `previous secret valid until ${key.previous_secret_expires_at}\n` : '');
 
 const projectLines = (project: Project) =>
   [
@@ -236,7 +340,7 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
   async 'keys create'(context) {
     const projectId = arg(context, 0, 'project_id');
     const name = arg(context, 1, 'name');
-    const body = { name, ...keyFields(context.flags), expires_at: stringFlag(context.flags, 'expires-at') };
+    const body = { name, ...keyFields(context.flags, false), expires_at: stringFlag(context.flags, 'expires-at') };
     const key =
       context.client.has('admin') || !context.client.has('project')
         ? await context.client.call<ApiKey>('admin', 'POST', `/admin/v1/projects/${encodeURIComponent(projectId)}/api-keys`, body)
@@ -247,15 +351,16 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
   async 'keys get'(context) {
     const keyId = arg(context, 0, 'api_key_id');
     const key = await context.client.call<ApiKey>('project', 'GET', `/v1/api-keys/${encodeURIComponent(keyId)}`);
-    show(context, key, () => keyLines(key));
+    show(context, key, () => keyLines(key) + budgetUsageLines(key));
   },
 
   async 'keys update'(context) {
     const keyId = arg(context, 0, 'api_key_id');
     const expires = stringFlag(context.flags, 'expires-at');
-    const body = { name: stringFlag(context.flags, 'name'), ...keyFields(context.flags), expires_at: expires === 'never' ? null : expires };
+    const body = { name: stringFlag(context.flags, 'name'), ...keyFields(context.flags, true), expires_at: expires === 'never' ? null : expires };
     if (Object.values(body).every((value) => value === undefined)) {
-      throw new CliError('keys update needs a change: --name, --scope, --model, --all-models, --metadata or --expires-at', 2);
+      const limits = KEY_LIMIT_FLAGS.map((name) => `--${name}`).join(', ');
+      throw new CliError(`keys update needs a change: --name, --scope, --model, --all-models, --metadata, --expires-at, ${limits}`, 2);
     }
     const key = await context.client.call<ApiKey>('project', 'PATCH', `/v1/api-keys/${encodeURIComponent(keyId)}`, body);
     show(context, key, () => `updated ${keyLines(key)}`);
@@ -301,6 +406,62 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
       body,
     );
     show(context, policy, () => `rate limits of ${projectId}: ${policy.requests_per_minute}/min, burst ${policy.burst_limit}\n`);
+  },
+
+  async 'webhooks list'(context) {
+    const projectId = arg(context, 0, 'project_id');
+    const reply = await context.client.call<{ data: Webhook[] }>('admin', 'GET', `/admin/v1/projects/${encodeURIComponent(projectId)}/webhooks`);
+    show(context, reply, () =>
+      renderTable(
+        ['id', 'format', 'url', 'thresholds', 'created_at'],
+        reply.data.map((hook) => [hook.id, hook.format, hook.url, hook.thresholds.join(', '), hook.created_at]),
+      ),
+    );
+  },
+
+  // The webhook URL is positional: --url is the gateway's own.
+  async 'webhooks add'(context) {
+    const projectId = arg(context, 0, 'project_id');
+    const body = {
+      url: arg(context, 1, 'url'),
+      format: choiceFlag(context.flags, 'format', WEBHOOK_FORMATS),
+      thresholds: listFlag(context.flags, 'threshold')?.map((raw) => {
+        if (!AMOUNT.test(raw) || Number(raw) === 0) throw new CliError(`--threshold must be a fraction of the budget above 0, such as 0.8 (got ${JSON.stringify(raw)})`, 2);
+        return Number(raw);
+      }),
+    };
+    const hook = await context.client.call<Webhook>('admin', 'POST', `/admin/v1/projects/${encodeURIComponent(projectId)}/webhooks`, body);
+    show(context, hook, () => {
+      const added = `added webhook ${hook.id} to ${projectId} (${hook.format}, thresholds ${hook.thresholds.join(', ')})\n`;
+      // A standard webhook's signing secret, shown in this answer only; a Slack URL is its own credential.
+      return hook.secret ? `${added}${shownOnce(hook.secret)}` : added;
+    });
+  },
+
+  async 'webhooks remove'(context) {
+    const projectId = arg(context, 0, 'project_id');
+    const webhookId = arg(context, 1, 'webhook_id');
+    const reply = await context.client.call<{ id: string }>(
+      'admin',
+      'DELETE',
+      `/admin/v1/projects/${encodeURIComponent(projectId)}/webhooks/${encodeURIComponent(webhookId)}`,
+    );
+    show(context, reply, () => `removed webhook ${webhookId} from ${projectId}\n`);
+  },
+
+  async 'webhooks deliveries'(context) {
+    const params = {
+      project_id: context.args[0],
+      status: choiceFlag(context.flags, 'status', DELIVERY_STATUSES),
+      limit: integerFlag(context.flags, 'limit'),
+    };
+    const reply = await context.client.call<{ data: Delivery[] }>('admin', 'GET', `/admin/v1/webhook-deliveries${query(params)}`);
+    show(context, reply, () =>
+      renderTable(
+        ['id', 'event_type', 'project_id', 'webhook_id', 'status', 'attempts', 'last_status', 'created_at', 'next_attempt_at', 'last_error'],
+        reply.data.map((d) => [d.id, d.event_type, d.project_id, d.webhook_id, d.status, d.attempts, d.last_status_code, d.created_at, d.next_attempt_at, d.last_error]),
+      ),
+    );
   },
 
   async usage(context) {

@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
-import { commands, type Flags, USAGE_BUCKET_WIDTHS } from './commands.js';
+import { commands, DELIVERY_STATUSES, type Flags, USAGE_BUCKET_WIDTHS, WEBHOOK_FORMATS } from './commands.js';
 import { CliError, GatewayClient } from './gateway-client.js';
 import { redactUrls } from './redact.js';
 
-export const USAGE = `nova-gateway: manage projects, keys, limits and usage through a running gateway
+export const USAGE = `nova-gateway: manage projects, keys, limits, usage and alerts through a running gateway
 
 usage: nova-gateway [--url URL] [--admin-token TOKEN] [--api-key KEY] [--json] <command>
 
@@ -13,17 +13,26 @@ admin token (--admin-token or NOVA_ADMIN_TOKEN):
   projects get <project_id>
   projects delete <project_id> --yes
   keys create <project_id> <name> [--scope S]... [--model M]... [--metadata K=V]... [--expires-at ISO]
-    (with only --api-key: created by that key, with its scopes and models unless given)
+              [KEY LIMITS]
+    (with only --api-key: created by that key, with its scopes, models and limits unless given)
+  webhooks list <project_id>
+  webhooks add <project_id> <webhook_url> [--format ${WEBHOOK_FORMATS.join('|')}] [--threshold F]...
+  webhooks remove <project_id> <webhook_id>
+  webhooks deliveries [<project_id>] [--status ${DELIVERY_STATUSES.join('|')}] [--limit N]
 
 the project's API key (--api-key or NOVA_API_KEY):
   keys list <project_id> [--limit N] [--cursor C]
-  keys get <api_key_id>
+  keys get <api_key_id>            (with its budgets' use and what is left today and this month)
   keys update <api_key_id> [--name N] [--scope S]... [--model M]... [--all-models] [--metadata K=V]...
-              [--expires-at ISO|never]
+              [--expires-at ISO|never] [KEY LIMITS, each also none: remove it]
   keys rotate <api_key_id> [--grace-period SECONDS] [--reason TEXT]
   keys revoke <api_key_id>
   policy set <project_id> [--requests-per-minute N] [--burst-limit N]
   usage <project_id> [--start-time ISO] [--end-time ISO] [--bucket-width ${USAGE_BUCKET_WIDTHS.join('|')}]
+
+KEY LIMITS, the key's own (its project's still apply):
+  --requests-per-minute N  --burst-limit N  --tokens-per-minute N  --max-concurrent-requests N
+  --daily-tokens N  --monthly-tokens N  --monthly-cost USD
 
 --url defaults to NOVA_URL, else http://127.0.0.1:8080. --json prints the gateway's reply as is.
 Exit codes: 0 done, 1 the gateway refused or could not be reached, 2 wrong usage.
@@ -52,6 +61,14 @@ const OPTIONS = {
   'all-models': { type: 'boolean' },
   metadata: { type: 'string', multiple: true },
   'expires-at': { type: 'string' },
+  'tokens-per-minute': { type: 'string' },
+  'max-concurrent-requests': { type: 'string' },
+  'daily-tokens': { type: 'string' },
+  'monthly-tokens': { type: 'string' },
+  'monthly-cost': { type: 'string' },
+  format: { type: 'string' },
+  threshold: { type: 'string', multiple: true },
+  status: { type: 'string' },
 } as const;
 
 export interface CliIo {

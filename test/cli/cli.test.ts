@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { USAGE_BUCKET_WIDTHS } from '../../src/cli/commands.js';
+import { KEY_LIMIT_FLAGS, USAGE_BUCKET_WIDTHS } from '../../src/cli/commands.js';
 import { BUCKET_WIDTHS } from '../../src/routes/management/usage-query.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { freePort } from '../support/redis-server.js';
@@ -39,7 +39,10 @@ describe('nova-gateway CLI against the running gateway', () => {
   beforeAll(async () => {
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN, LOG_LEVEL: 'warn' },
-      configYaml: `models:\n  - id: echo-1\n    provider: echo\nredis:\n  key_prefix: cli-${Date.now()}\nusage:\n  flush_interval_ms: 100\n`,
+      // Alerts scan and poll often, so a key near its expiry makes a delivery for `webhooks deliveries`.
+      configYaml:
+        `models:\n  - id: echo-1\n    provider: echo\nredis:\n  key_prefix: cli-${Date.now()}\nusage:\n  flush_interval_ms: 100\n` +
+        'alerts:\n  expiry_scan_interval_ms: 200\n  poll_interval_ms: 50\n',
     });
     admin = { NOVA_URL: gateway.url, NOVA_ADMIN_TOKEN: ADMIN_TOKEN };
   });
@@ -131,6 +134,144 @@ describe('nova-gateway CLI against the running gateway', () => {
     const badMetadata = await cli(['keys', 'update', agent.id, '--metadata', 'owner'], root);
     expect(badMetadata.code).toBe(2);
     expect(badMetadata.stderr).toContain('--metadata takes key=value');
+  });
+
+  it("keys create / update set a key's own limits and budgets; keys get shows them with what the budgets hold", async () => {
+    const project = JSON.parse((await cli(['projects', 'create', 'cli limits', '--json'], admin)).stdout);
+    const root = { NOVA_URL: gateway.url, NOVA_API_KEY: project.api_key.secret };
+    const limits = ['--requests-per-minute', '60', '--burst-limit', '5', '--tokens-per-minute', '20000', '--max-concurrent-requests', '2'];
+    const create = await cli(['keys', 'create', project.id, 'ana', ...limits, '--daily-tokens', '100000', '--monthly-tokens', '2000000', '--json'], admin);
+    expect(create.code, create.stderr).toBe(0);
+    const ana = JSON.parse(create.stdout);
+    expect(ana).toMatchObject({
+      rate_limits: { requests_per_minute: 60, burst_limit: 5, tokens_per_minute: 20000, max_concurrent_requests: 2 },
+      budgets: { daily_tokens: 100000, monthly_tokens: 2000000, monthly_cost: null },
+    });
+    // Through the project's own route too (only --api-key): the limits given, the rest the creator's (none).
+    const byKey = JSON.parse((await cli(['keys', 'create', project.id, 'bo', '--daily-tokens', '500', '--json'], root)).stdout);
+    expect(byKey).toMatchObject({ rate_limits: { requests_per_minute: null }, budgets: { daily_tokens: 500, monthly_tokens: null } });
+
+    const chat = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ana.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'echo-1', messages: [{ role: 'user', content: 'count me' }] }),
+    });
+    expect(chat.status).toBe(200);
+    const used = ((await chat.json()) as { usage: { total_tokens: number } }).usage.total_tokens;
+    const shown = await cli(['keys', 'get', ana.id], root);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain('  limits:     requests_per_minute=60, burst_limit=5, tokens_per_minute=20000, max_concurrent_requests=2\n');
+    expect(shown.stdout).toContain('  budgets:    daily_tokens=100000, monthly_tokens=2000000\n');
+    const json = JSON.parse((await cli(['keys', 'get', ana.id, '--json'], root)).stdout);
+    expect(json.usage.used.daily_tokens).toBe(used);
+    const lines = shown.stdout.trimEnd().split('\n');
+    const heading = lines.findIndex((line) => line.startsWith('budgets in the current UTC periods'));
+    expect(lines[heading]).toBe(`budgets in the current UTC periods (day ${json.usage.day}, month ${json.usage.month}):`);
+    expect(lines[heading + 1]).toMatch(/^budget\s+limit\s+used\s+remaining$/);
+    expect(lines.slice(heading + 3).map((line) => line.split(/\s+/))).toEqual([
+      ['daily_tokens', '100000', String(used), String(100000 - used)],
+      ['monthly_tokens', '2000000', String(used), String(2000000 - used)],
+      ['monthly_cost', '-', '-', '-'],
+    ]);
+
+    // none removes a limit of the key's own (PATCH null); the fields not named stay.
+    const updated = await cli(['keys', 'update', ana.id, '--daily-tokens', 'none', '--requests-per-minute', 'none', '--monthly-tokens', '3000000'], root);
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(updated.stdout).toContain('  limits:     burst_limit=5, tokens_per_minute=20000, max_concurrent_requests=2\n');
+    expect(updated.stdout).toContain('  budgets:    monthly_tokens=3000000\n');
+    const cleared = await cli(['keys', 'update', ana.id, '--burst-limit', 'none', '--tokens-per-minute', 'none', '--max-concurrent-requests', 'none', '--monthly-tokens', 'none'], root);
+    expect(cleared.stdout).toContain('  limits:     none\n  budgets:    none\n');
+
+    // The gateway's own bounds come back naming the field.
+    const zero = await cli(['keys', 'update', ana.id, '--requests-per-minute', '0'], root);
+    expect(zero.code).toBe(1);
+    expect(zero.stderr).toContain('param: rate_limits.requests_per_minute');
+  });
+
+  it('refuses a bad limit value before any request, naming the flag (exit 2)', async () => {
+    const port = await freePort();
+    const nowhere = { NOVA_URL: `http://127.0.0.1:${port}`, NOVA_ADMIN_TOKEN: ADMIN_TOKEN, NOVA_API_KEY: 'nova_sk_x' };
+    const cases: [string[], string][] = [
+      [['keys', 'create', 'proj_x', 'k', '--daily-tokens', '1.5'], '--daily-tokens must be a whole number of 0 or more (got "1.5")'],
+      [['keys', 'create', 'proj_x', 'k', '--requests-per-minute=-1'], '--requests-per-minute must be a whole number of 0 or more (got "-1")'],
+      [['keys', 'create', 'proj_x', 'k', '--burst-limit', '1e3'], '--burst-limit must be a whole number of 0 or more (got "1e3")'],
+      // none only clears, and a new key has nothing to clear.
+      [['keys', 'create', 'proj_x', 'k', '--tokens-per-minute', 'none'], '--tokens-per-minute must be a whole number of 0 or more (got "none")'],
+      [['keys', 'create', 'proj_x', 'k', '--monthly-cost=-2'], '--monthly-cost must be an amount of dollars of 0 or more (got "-2")'],
+      [['keys', 'update', 'key_x', '--max-concurrent-requests', 'two'], '--max-concurrent-requests must be a whole number of 0 or more, or none to remove it (got "two")'],
+      [['keys', 'update', 'key_x', '--monthly-tokens', ''], '--monthly-tokens must be a whole number of 0 or more, or none to remove it (got "")'],
+      [['keys', 'update', 'key_x', '--monthly-cost', '12,5'], '--monthly-cost must be an amount of dollars of 0 or more, or none to remove it (got "12,5")'],
+      [['webhooks', 'add', 'proj_x', 'https://alerts.example', '--threshold', '0'], '--threshold must be a fraction of the budget above 0, such as 0.8 (got "0")'],
+      [['webhooks', 'add', 'proj_x', 'https://alerts.example', '--format', 'teams'], '--format must be one of standard, slack (got "teams")'],
+      [['webhooks', 'deliveries', '--status', 'lost'], '--status must be one of pending, delivered, failed (got "lost")'],
+      [['webhooks', 'deliveries', '--limit=-3'], '--limit must be a whole number of 0 or more (got "-3")'],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => cli(args, nowhere)));
+    runs.forEach((run, i) => expect(run, cases[i]![0].join(' ')).toEqual({ code: 2, stdout: '', stderr: `nova-gateway: ${cases[i]![1]}\n` }));
+    // A value that starts with a dash, given apart, is refused by the parser, which names the flag too.
+    const dashed = await cli(['keys', 'create', 'proj_x', 'k', '--daily-tokens', '-5'], nowhere);
+    expect(dashed.code).toBe(2);
+    expect(dashed.stderr).toContain("Option '--daily-tokens' argument is ambiguous");
+  });
+
+  it('webhooks add / list / remove, and the delivery log', async () => {
+    const project = JSON.parse((await cli(['projects', 'create', 'cli alerts', '--json'], admin)).stdout);
+    const slack = await cli(['webhooks', 'add', project.id, 'https://hooks.slack.com/services/T0/B0/s3cretpath', '--format', 'slack', '--threshold', '0.8', '--threshold', '1'], admin);
+    expect(slack.code, slack.stderr).toBe(0);
+    expect(slack.stdout).toMatch(new RegExp(`^added webhook wh_\\w+ to ${project.id} \\(slack, thresholds 0.8, 1\\)\n$`));
+    // Nothing listens here: deliveries to it stay pending with their error.
+    const port = await freePort();
+    const standard = await cli(['webhooks', 'add', project.id, `http://127.0.0.1:${port}/hook`, '--json'], admin);
+    const hook = JSON.parse(standard.stdout);
+    expect(hook).toMatchObject({ format: 'standard', thresholds: [0.5, 0.8, 1] });
+    expect(hook.secret).toMatch(/^whsec_/);
+    const human = await cli(['webhooks', 'add', project.id, `http://127.0.0.1:${port}/other`, '--threshold', '0.9,1'], admin);
+    expect(human.stdout).toMatch(/\(standard, thresholds 0\.9, 1\)\nsecret: whsec_\S+\n {2}\(shown this once: store it now\)\n$/);
+
+    const list = await cli(['webhooks', 'list', project.id], admin);
+    expect(list.code, list.stderr).toBe(0);
+    const [header, , ...rows] = list.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^id\s+format\s+url\s+thresholds\s+created_at$/);
+    expect(rows).toHaveLength(3);
+    expect(rows[0]).toMatch(/^wh_\w+\s+slack\s+https:\/\/hooks\.slack\.com\/…\s+0\.8, 1\s+\d{4}-/);
+    expect(list.stdout).not.toContain('s3cretpath');
+    expect(list.stdout).not.toContain(hook.secret);
+
+    const other = rows[2]!.split(/\s+/)[0]!;
+    const removed = await cli(['webhooks', 'remove', project.id, other], admin);
+    expect(removed).toMatchObject({ code: 0, stdout: `removed webhook ${other} from ${project.id}\n` });
+    expect((await cli(['webhooks', 'list', project.id], admin)).stdout).not.toContain(other);
+    const again = await cli(['webhooks', 'remove', project.id, other], admin);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('(404 resource_not_found, param: webhook_id)');
+
+    // A key expiring within a day makes an api_key.expiring event, one delivery per webhook of the project.
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+    expect((await cli(['keys', 'create', project.id, 'short-lived', '--expires-at', expiresAt], admin)).code).toBe(0);
+    let deliveries: { webhook_id: string; status: string; event_type: string }[] = [];
+    for (let i = 0; i < 100 && !deliveries.some((d) => d.webhook_id === hook.id && d.status === 'pending'); i++) {
+      await sleep(100);
+      deliveries = JSON.parse((await cli(['webhooks', 'deliveries', project.id, '--json'], admin)).stdout).data;
+    }
+    expect(deliveries.find((d) => d.webhook_id === hook.id)).toMatchObject({ event_type: 'api_key.expiring', status: 'pending' });
+    const table = await cli(['webhooks', 'deliveries', project.id, '--status', 'pending', '--limit', '10'], admin);
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^id\s+event_type\s+project_id\s+webhook_id\s+status\s+attempts\s+last_status\s+created_at\s+next_attempt_at\s+last_error$/);
+    const row = lines.find((line) => line.includes(hook.id))!;
+    expect(row).toMatch(new RegExp(`\\sapi_key\\.expiring\\s+${project.id}\\s+${hook.id}\\s+pending\\s+\\d+\\s`));
+    const none = await cli(['webhooks', 'deliveries', project.id, '--status', 'delivered'], admin);
+    expect(none.stdout.trimEnd().split('\n')).toHaveLength(2);
+  });
+
+  it('lists the limit flags and the webhook commands in its usage text', async () => {
+    const help = await cli(['--help']);
+    expect(help.code).toBe(0);
+    for (const flag of KEY_LIMIT_FLAGS) expect(help.stdout).toContain(`--${flag} `);
+    expect(help.stdout).toContain('none: remove it');
+    for (const command of ['webhooks list <project_id>', 'webhooks add <project_id> <webhook_url> [--format standard|slack] [--threshold F]...', 'webhooks remove', 'webhooks deliveries']) {
+      expect(help.stdout).toContain(command);
+    }
   });
 
   it('policy set changes the rate limits', async () => {
