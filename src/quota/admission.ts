@@ -147,18 +147,25 @@ export class Admission implements Settler {
    * usage records, which the store applies exactly once: the counters catch up when it is back.
    */
   private correctBudgets(projectId: string, reservation: Reservation, used: Settlement, fence: SettleFence | null): void {
-    const { dayTokens, monthTokens, monthCost, day, month } = reservation;
-    if (dayTokens === null && monthTokens === null && monthCost === null) return;
-    const budget = {
-      day,
-      month,
-      dayTokens: dayTokens === null ? 0 : used.tokens - dayTokens,
-      monthTokens: monthTokens === null ? 0 : used.tokens - monthTokens,
-      monthCost: monthCost === null ? 0 : used.cost - monthCost,
-      ...(fence ? { fence } : {}),
-    };
-    if (budget.dayTokens === 0 && budget.monthTokens === 0 && budget.monthCost === 0) return;
-    this.options.usage?.record({ projectId, requestId: reservation.id, part: 'budget', budget });
+    // The project's and the key's go under the same fence: both count, or the settlement does.
+    for (const [charged, keyId] of [[reservation, undefined], [reservation.key, reservation.key?.keyId]] as const) {
+      if (!charged) continue;
+      const { dayTokens, monthTokens, monthCost, day, month } = charged;
+      if (dayTokens === null && monthTokens === null && monthCost === null) continue;
+      const budget = {
+        ...(keyId === undefined ? {} : { keyId }),
+        day,
+        month,
+        dayTokens: dayTokens === null ? 0 : used.tokens - dayTokens,
+        monthTokens: monthTokens === null ? 0 : used.tokens - monthTokens,
+        monthCost: monthCost === null ? 0 : used.cost - monthCost,
+        settledDayTokens: dayTokens === null ? 0 : used.tokens,
+        settledMonthTokens: monthTokens === null ? 0 : used.tokens,
+        settledMonthCost: monthCost === null ? 0 : used.cost,
+        ...(fence ? { fence } : {}),
+      };
+      this.options.usage?.record({ projectId, requestId: reservation.id, part: keyId === undefined ? 'budget' : 'key-budget', budget });
+    }
   }
 
   /**

@@ -257,6 +257,6 @@ export class BufferedUsageMeter implements UsageMeter {
 
 /** The correction, or undefined when a number in it is not finite (it would poison the counters). */
 function finiteCorrection(budget: BudgetCorrection): BudgetCorrection | undefined {
-  const { dayTokens, monthTokens, monthCost } = budget;
-  return Number.isFinite(dayTokens) && Number.isFinite(monthTokens) && Number.isFinite(monthCost) ? budget : undefined;
+  const { dayTokens, monthTokens, monthCost, settledDayTokens, settledMonthTokens, settledMonthCost } = budget;
+  return [dayTokens, monthTokens, monthCost, settledDayTokens, settledMonthTokens, settledMonthCost].every(Number.isFinite) ? budget : undefined;
 }

@@ -48,11 +48,14 @@ export interface UsageEvent {
 }
 
 /**
- * A change to a project's budget counters that the quota store could not make when the request
- * ended (admitted by the per-replica fallback, or its settlement unanswered): it rides on the usage
- * records, which are written exactly once, and apply-usage.lua adds it like quota-batch.lua's settlement.
+ * A change to a project's budget counters, or to a key's own (`keyId`), that the quota store could
+ * not make when the request ended (admitted by the per-replica fallback, or its settlement
+ * unanswered): it rides on the usage records, which are written exactly once, and apply-usage.lua
+ * adds it like quota-batch.lua's settlement.
  */
 export interface BudgetCorrection {
+  /** The key whose own budgets it corrects; absent: the project's. */
+  keyId?: string;
   /** The budget periods it belongs to (`YYYY-MM-DD`, `YYYY-MM`); a period that is over is left alone. */
   day: string;
   month: string;
@@ -60,6 +63,10 @@ export interface BudgetCorrection {
   dayTokens: number;
   monthTokens: number;
   monthCost: number;
+  /** What the request really used, added to the settled sums of the budgets it was charged to (the alerts' measure; 0: none). */
+  settledDayTokens: number;
+  settledMonthTokens: number;
+  settledMonthCost: number;
   /** The settlement may still reach the store: the correction counts only if it did not, and then fences it off. */
   fence?: SettleFence;
 }
@@ -220,14 +227,18 @@ export function aggregateUsage(events: UsageEvent[]): Map<string, ProjectUsage> 
   return sums;
 }
 
-/** Corrections of one period and one fenced settlement (or of none) add up into one. */
-function addCorrection(into: Map<string, BudgetCorrection>, { day, month, dayTokens, monthTokens, monthCost, fence }: BudgetCorrection): void {
-  const key = `${day}|${month}|${fence ? `${fence.replica}|${fence.seq}` : ''}`;
+/** Corrections of one subject (the project or a key), period and fenced settlement (or of none) add up into one. */
+function addCorrection(into: Map<string, BudgetCorrection>, correction: BudgetCorrection): void {
+  const { keyId, day, month, fence } = correction;
+  const key = `${keyId ?? ''}|${day}|${month}|${fence ? `${fence.replica}|${fence.seq}` : ''}`;
   const sum = into.get(key);
-  if (sum === undefined) into.set(key, { day, month, dayTokens, monthTokens, monthCost, ...(fence ? { fence } : {}) });
+  if (sum === undefined) into.set(key, { ...correction });
   else {
-    sum.dayTokens += dayTokens;
-    sum.monthTokens += monthTokens;
-    sum.monthCost += monthCost;
+    sum.dayTokens += correction.dayTokens;
+    sum.monthTokens += correction.monthTokens;
+    sum.monthCost += correction.monthCost;
+    sum.settledDayTokens += correction.settledDayTokens;
+    sum.settledMonthTokens += correction.settledMonthTokens;
+    sum.settledMonthCost += correction.settledMonthCost;
   }
 }

@@ -83,6 +83,7 @@ class HoldingProxy {
  * the correction rides on the usage records, and a settlement that still runs late is fenced off,
  * so that whichever order Redis sees them in, the counters end at what was used, once.
  */
+/** A key with budgets of its own is corrected with its project, under the same fence (apply-usage.lua). */
 describe('budget corrections of unanswered settlements (Redis)', () => {
   let redis: RedisProcess;
   let proxy: HoldingProxy;
@@ -118,13 +119,10 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
 
   async function setUp() {
     const projectId = `proj_${randomBase62(10)}`;
-    await direct.hset(keys.project(projectId), {
-      requests_per_minute: 1000,
-      burst_limit: 0,
-      daily_tokens: 1_000_000_000,
-      monthly_tokens: 1_000_000_000,
-      monthly_cost: 1_000_000,
-    });
+    const keyId = `key_${randomBase62(10)}`;
+    const budgets = { daily_tokens: 1_000_000_000, monthly_tokens: 1_000_000_000, monthly_cost: 1_000_000 };
+    await direct.hset(keys.project(projectId), { requests_per_minute: 1000, burst_limit: 0, ...budgets });
+    await direct.hset(keys.apiKey(projectId, keyId), budgets);
     const meter = new BufferedUsageMeter({
       store: usageSide.usage,
       metrics: new Metrics({ defaultMetrics: false }).usage,
@@ -136,23 +134,36 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
     opened.push(admission);
     const charge = { tokens: RESERVED.tokens, rateTokens: RESERVED.tokens, promptTokens: 100, addedOutputLimit: null, cost: RESERVED.cost, pricing: null } as Charge;
     const admit = async () => {
-      const decision = await admission.admit(projectId, charge);
+      const decision = await admission.admit(projectId, charge, keyId);
       expect(decision.allowed).toBe(true);
+      expect(decision.reservation?.key).toBeTruthy();
       return decision;
     };
     const settle = (decision: Awaited<ReturnType<typeof admit>>) => admission.settle(projectId, decision.reservation!, USED, RESERVED.tokens);
     // The cost counter is a double (quota-batch.lua): to the micro-dollar, the tokens exactly.
-    const counters = async () => {
-      const [dt, mt, mc] = await direct.hmget(keys.budgets(projectId), 'dt', 'mt', 'mc');
+    const countersOf = async (budget: string) => {
+      const [dt, mt, mc] = await direct.hmget(budget, 'dt', 'mt', 'mc');
       return { dt: Number(dt), mt: Number(mt), mc: Math.round(Number(mc) * 1e6) / 1e6 };
     };
+    /** The project's counters; the key's must hold the same (every request is the key's). */
+    const counters = async () => {
+      const [project, key] = await Promise.all([countersOf(keys.budgets(projectId)), countersOf(keys.keyRate(projectId, keyId, 'budget'))]);
+      expect(key).toEqual(project);
+      return project;
+    };
+    /** What settled in the periods (the budget alerts' sums), at both levels. */
+    const settled = async () => {
+      const sums = async (budget: string) => (await direct.hmget(budget, 'ds', 'ms', 'cs')).map((v) => Math.round(Number(v) * 1e6) / 1e6);
+      return { project: await sums(keys.budgets(projectId)), key: await sums(keys.keyRate(projectId, keyId, 'budget')) };
+    };
     const fences = async () => (await direct.hkeys(keys.budgets(projectId))).filter((field) => field.startsWith('f'));
-    /** Waits until the meter holds the correction (the settlement's timeout has passed). */
-    const corrected = () => expect.poll(() => meter.buffered, { timeout: 5000, interval: 20 }).toBe(1);
-    return { admit, settle, counters, fences, corrected, meter };
+    /** Waits until the meter holds the corrections, the project's and the key's (the settlement's timeout has passed). */
+    const corrected = () => expect.poll(() => meter.buffered, { timeout: 5000, interval: 20 }).toBe(2);
+    return { admit, settle, counters, settled, fences, corrected, meter };
   }
 
   const once = { dt: USED.tokens, mt: USED.tokens, mc: USED.cost };
+  const settledOnce = [USED.tokens, USED.tokens, USED.cost];
 
   it('a settlement that timed out, then ran: the correction after it counts nothing', async () => {
     const { admit, settle, counters, corrected, meter } = await setUp();
@@ -170,7 +181,7 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
   });
 
   it('a settlement that timed out: the correction first, then the settlement runs and skips its budget part', async () => {
-    const { admit, settle, counters, fences, corrected, meter } = await setUp();
+    const { admit, settle, counters, settled, fences, corrected, meter } = await setUp();
     const decision = await admit();
     proxy.hold();
     settle(decision);
@@ -180,9 +191,10 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
     expect(await counters()).toEqual(once);
     expect(await fences()).toHaveLength(1);
     proxy.release();
-    // The late settlement ran (it removes the fence it obeyed) and left the counters alone.
+    // The late settlement ran (it removes the fence it obeyed) and left the counters alone, at both levels.
     await expect.poll(fences, { timeout: 5000, interval: 20 }).toEqual([]);
     expect(await counters()).toEqual(once);
+    expect(await settled()).toEqual({ project: settledOnce, key: settledOnce });
   });
 
   it('a settlement that never reached Redis: the correction puts the use in the counters', async () => {
@@ -198,7 +210,7 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
   });
 
   it('admitted by the fallback while Redis hangs: the use goes to the counters, the late admission charges nothing', async () => {
-    const { admit, settle, counters, corrected, meter } = await setUp();
+    const { admit, settle, counters, settled, corrected, meter } = await setUp();
     settle(await admit());
     await expect.poll(async () => (await counters()).dt, { timeout: 5000, interval: 20 }).toBe(USED.tokens);
     proxy.hold();
@@ -212,6 +224,8 @@ describe('budget corrections of unanswered settlements (Redis)', () => {
     await meter.flush();
     expect(meter.buffered).toBe(0);
     expect(await counters()).toEqual({ dt: 2 * USED.tokens, mt: 2 * USED.tokens, mc: 2 * USED.cost });
+    const twice = settledOnce.map((v) => Math.round(2 * v * 1e6) / 1e6);
+    expect(await settled()).toEqual({ project: twice, key: twice });
   });
 });
 
@@ -224,7 +238,8 @@ describe('budget corrections (memory store)', () => {
       const patched = await t.app.inject({ method: 'PATCH', url: `/admin/v1/projects/${projectId}`, headers: admin, payload: { daily_tokens: 1000 } });
       expect(patched.statusCode).toBe(200);
       const { day, month } = budgetPeriodsAt(Date.now());
-      t.ctx.usage.record({ projectId, requestId: 'fallback1', part: 'budget', budget: { day, month, dayTokens: 900, monthTokens: 0, monthCost: 0 } });
+      const correction = { day, month, dayTokens: 900, monthTokens: 0, monthCost: 0, settledDayTokens: 900, settledMonthTokens: 0, settledMonthCost: 0 };
+      t.ctx.usage.record({ projectId, requestId: 'fallback1', part: 'budget', budget: correction });
       await (t.ctx.usage as BufferedUsageMeter).flush();
       const ask = (tokens: number) => t.store.quota.admit(projectId, t.ctx.admission.settings, { id: randomBase62(8), tokens, rateTokens: tokens, cost: 0, day, month });
       expect((await ask(101)).refusedBy).toBe('daily_tokens');

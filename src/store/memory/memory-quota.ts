@@ -311,15 +311,20 @@ export class MemoryQuotaStore implements QuotaStore {
    * goes unanswered, so there is no settlement to fence off): the stored period, or a newer one it starts.
    */
   correctBudgets(projectId: string, corrections: BudgetCorrection[]): void {
-    const { budget } = this.stateOf(projectId, this.now());
-    for (const { day, month, dayTokens, monthTokens, monthCost } of corrections) {
-      if (dayTokens !== 0) {
-        if ((budget.day === undefined || budget.day < day) && dayTokens > 0) Object.assign(budget, { day, dt: 0, ds: 0 });
-        if (budget.day === day) budget.dt += dayTokens;
+    const now = this.now();
+    for (const c of corrections) {
+      const { budget } = this.stateOf(c.keyId === undefined ? projectId : keyStateId(projectId, c.keyId), now);
+      const { day, month } = c;
+      if (c.dayTokens !== 0 || c.settledDayTokens !== 0) {
+        if ((budget.day === undefined || budget.day < day) && (c.dayTokens > 0 || c.settledDayTokens > 0)) Object.assign(budget, { day, dt: 0, ds: 0 });
+        if (budget.day === day) Object.assign(budget, { dt: budget.dt + c.dayTokens, ds: budget.ds + c.settledDayTokens });
       }
-      if (monthTokens !== 0 || monthCost !== 0) {
-        if ((budget.month === undefined || budget.month < month) && (monthTokens > 0 || monthCost > 0)) Object.assign(budget, { month, mt: 0, mc: 0, ms: 0, cs: 0 });
-        if (budget.month === month) Object.assign(budget, { mt: budget.mt + monthTokens, mc: budget.mc + monthCost });
+      const monthly = [c.monthTokens, c.monthCost, c.settledMonthTokens, c.settledMonthCost];
+      if (monthly.some((v) => v !== 0)) {
+        if ((budget.month === undefined || budget.month < month) && monthly.some((v) => v > 0)) Object.assign(budget, { month, mt: 0, mc: 0, ms: 0, cs: 0 });
+        if (budget.month === month) {
+          Object.assign(budget, { mt: budget.mt + c.monthTokens, mc: budget.mc + c.monthCost, ms: budget.ms + c.settledMonthTokens, cs: budget.cs + c.settledMonthCost });
+        }
       }
     }
   }

@@ -14,12 +14,17 @@
 -- Redis hung runs when it resumes) counts only if quota-batch.lua has not run a later-or-equal batch
 -- of that replica (its `q<replica>` mark), and then leaves `f<replica>:<seq>` so that the settlement,
 -- when it comes, skips its budget part: either one counts, never both.
+-- A key's own budgets (DESIGN.md section 9) are corrected the same way, under the same fence as its
+-- project's: the fence marks live in the project's budget hash, and both count or neither does.
 -- KEYS: storage total, applied marks, expiry index, sizes, budget hash, then for m then h, for all,
--- model, api_key: hash, index; last, the conversation bytes held.
+-- model, api_key: hash, index; then the conversation bytes held; last, the key budget hashes that
+-- corrections name (their `kb`, an index into KEYS).
 -- ARGV[1]: a JSON object:
 --   replica, seq, sub: this part of the batch (claim);
 --   dedupMs: how long a replica's mark is kept; storageDelta: bytes stored (+) or freed (-);
---   budgets: [{day, month, dayTokens, monthTokens, monthCost, replica?, seq? (the fence)}];
+--   budgets: [{day, month, dayTokens, monthTokens, monthCost, settledDayTokens, settledMonthTokens,
+--     settledMonthCost (what was used: added to the settled sums, quota-batch.lua's `ds`, `ms`, `cs`),
+--     replica?, seq? (the fence), kb? (a key's budget hash)}];
 --   m, h: per granularity {cutoff (buckets starting before it are dropped), ttlMs (of the keys)};
 --   entries: [{dimension ('all', 'model', 'api_key'), group ('' for none), minuteStart, hourStart
 --     (strings: the bucket field names' exact starts), requests, promptTokens, completionTokens,
@@ -27,7 +32,7 @@
 --     reasoningTokens}].
 -- Returns the storage total.
 -- reconcile(), claim() and PRUNE_LIMIT: set before this by the caller.
-local TOTAL, APPLIED, EXPIRY, SIZES, BUDGET, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[#KEYS]
+local TOTAL, APPLIED, EXPIRY, SIZES, BUDGET, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[18]
 local Q = cjson.decode(ARGV[1])
 -- the bucket keys by granularity and dimension, in the order KEYS holds them
 local buckets, k = {}, 6
@@ -43,47 +48,53 @@ local function clock()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function int(v) return string.format('%d', v) end
+-- Whether a correction counts: one the settlement may still make counts only if quota-batch.lua has
+-- not run that batch (its `q<replica>` mark), and then fences it off (`f<replica>:<seq>`). Decided once
+-- per fence and call, in the project's budget hash, for the project's and its keys' corrections alike.
+local fenceCounts = {}
+local function counts(c)
+  if not c.replica then return true end
+  local fence = 'f' .. c.replica .. ':' .. int(c.seq)
+  if fenceCounts[fence] == nil then
+    local marks = redis.call('HMGET', BUDGET, 'q' .. c.replica, fence)
+    local settled = marks[1] and tonumber(string.match(marks[1], '^(%d+)'))
+    fenceCounts[fence] = not ((settled and settled >= c.seq) or marks[2])
+    if fenceCounts[fence] then redis.call('HSET', BUDGET, fence, int(clock())) end
+  end
+  return fenceCounts[fence]
+end
 -- As quota-batch.lua settles: into the stored period when it is theirs; a newer one starts (as an
--- admission there would start it); a period that is over is left alone.
+-- admission there would start it), with nothing settled yet; a period that is over is left alone.
 local function correctBudgets(budget, corrections)
-  local v = redis.call('HMGET', budget, 'day', 'dt', 'month', 'mt', 'mc')
+  local v = redis.call('HMGET', budget, 'day', 'dt', 'month', 'mt', 'mc', 'ds', 'ms', 'cs')
   local day, dt, month, mt, mc = v[1], tonumber(v[2]) or 0, v[3], tonumber(v[4]) or 0, tonumber(v[5]) or 0
-  -- a period it starts begins with nothing settled (quota-batch.lua's `ds`, `ms`, `cs`)
-  local changed, dayStarted, monthStarted, now = false, false, false, clock()
+  local ds, ms, cs = tonumber(v[6]) or 0, tonumber(v[7]) or 0, tonumber(v[8]) or 0
+  local changed = false
   for _, c in ipairs(corrections) do
-    local counts = true
-    if c.replica then
-      local fence = 'f' .. c.replica .. ':' .. int(c.seq)
-      local marks = redis.call('HMGET', budget, 'q' .. c.replica, fence)
-      local settled = marks[1] and tonumber(string.match(marks[1], '^(%d+)'))
-      if (settled and settled >= c.seq) or marks[2] then
-        counts = false
-      else
-        redis.call('HSET', budget, fence, int(now))
+    if counts(c) then
+      if c.dayTokens ~= 0 or c.settledDayTokens ~= 0 then
+        if (not day or day < c.day) and (c.dayTokens > 0 or c.settledDayTokens > 0) then day, dt, ds = c.day, 0, 0 end
+        if day == c.day then dt, ds, changed = dt + c.dayTokens, ds + c.settledDayTokens, true end
       end
-    end
-    if counts then
-      if c.dayTokens ~= 0 then
-        if (not day or day < c.day) and c.dayTokens > 0 then day, dt, dayStarted = c.day, 0, true end
-        if day == c.day then dt, changed = dt + c.dayTokens, true end
-      end
-      if c.monthTokens ~= 0 or c.monthCost ~= 0 then
-        if (not month or month < c.month) and (c.monthTokens > 0 or c.monthCost > 0) then month, mt, mc, monthStarted = c.month, 0, 0, true end
-        if month == c.month then mt, mc, changed = mt + c.monthTokens, mc + c.monthCost, true end
+      if c.monthTokens ~= 0 or c.monthCost ~= 0 or c.settledMonthTokens ~= 0 or c.settledMonthCost ~= 0 then
+        if (not month or month < c.month) and (c.monthTokens > 0 or c.monthCost > 0 or c.settledMonthTokens > 0 or c.settledMonthCost > 0) then
+          month, mt, mc, ms, cs = c.month, 0, 0, 0, 0
+        end
+        if month == c.month then
+          mt, mc, ms, cs, changed = mt + c.monthTokens, mc + c.monthCost, ms + c.settledMonthTokens, cs + c.settledMonthCost, true
+        end
       end
     end
   end
   if changed then
     local fields = {}
     if day then
-      for _, f in ipairs({'day', day, 'dt', int(dt)}) do fields[#fields + 1] = f end
+      for _, f in ipairs({'day', day, 'dt', int(dt), 'ds', int(ds)}) do fields[#fields + 1] = f end
     end
     if month then
-      for _, f in ipairs({'month', month, 'mt', int(mt), 'mc', string.format('%.17g', mc)}) do fields[#fields + 1] = f end
-    end
-    if dayStarted then fields[#fields + 1], fields[#fields + 2] = 'ds', '0' end
-    if monthStarted then
-      for _, f in ipairs({'ms', '0', 'cs', '0'}) do fields[#fields + 1] = f end
+      for _, f in ipairs({'month', month, 'mt', int(mt), 'mc', string.format('%.17g', mc), 'ms', int(ms), 'cs', string.format('%.17g', cs)}) do
+        fields[#fields + 1] = f
+      end
     end
     redis.call('HSET', budget, unpack(fields))
   end
@@ -143,7 +154,16 @@ if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
     redis.call('PEXPIRE', bucket.index, Q[g].ttlMs)
   end
   if Q.storageDelta ~= 0 then redis.call('INCRBY', TOTAL, string.format('%d', Q.storageDelta)) end
-  if Q.budgets and #Q.budgets > 0 then correctBudgets(BUDGET, Q.budgets) end
+  if Q.budgets and #Q.budgets > 0 then
+    -- by budget hash (the project's, its keys'): each read and written once
+    local byTarget, order = {}, {}
+    for _, c in ipairs(Q.budgets) do
+      local target = c.kb and KEYS[c.kb] or BUDGET
+      if not byTarget[target] then byTarget[target], order[#order + 1] = {}, target end
+      table.insert(byTarget[target], c)
+    end
+    for _, target in ipairs(order) do correctBudgets(target, byTarget[target]) end
+  end
 end
 pruneFences(BUDGET, Q.dedupMs)
 reconcile(TOTAL, EXPIRY, SIZES, HELD, PRUNE_LIMIT)

@@ -39,7 +39,8 @@
 --     already (`f<replica>:<seq>`, left there when it went unanswered); `q<replica>` keeps the
 --     highest run, which tells apply-usage.lua that it ran;
 --   settlements may carry k and key: {rateTokens?, dayTokens?, monthTokens?, monthCost?, day, month,
---     lease?}: the key level's charges (its budgets are not fenced: no usage-record correction for them);
+--     lease?}: the key level's charges (its budgets under the batch's fence, as apply-usage.lua corrects
+--     a key's with its project's);
 --   admissions: [{id, tokens, rate, cost, day, month, k?}]: what each request asks (`tokens` of the budgets,
 --     `rate` of the token rate: less when its output part is capped).
 --   projectId, keyIds (the key levels' ids, in `k` order), thresholds (the config webhooks' budget
@@ -208,8 +209,7 @@ if Q.fence then
 end
 for _, settled in ipairs(Q.settlements) do
   settleOn(project, settled, settled.id, settled.slot, settled.usedTokens, settled.usedCost, fenced)
-  -- a key's budgets have no usage-record correction to fence against: its settlement always counts
-  if settled.k then settleOn(keyLevel(settled.k), settled.key, settled.id, settled.slot, settled.usedTokens, settled.usedCost, false) end
+  if settled.k then settleOn(keyLevel(settled.k), settled.key, settled.id, settled.slot, settled.usedTokens, settled.usedCost, fenced) end
 end
 -- the settled leases and earlier sub-windows are written before the admissions read them
 local function release(L)

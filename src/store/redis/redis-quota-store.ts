@@ -260,7 +260,9 @@ export class RedisQuotaStore implements QuotaStore {
   private async write(projectId: string, batch: QuotaBatch): Promise<void> {
     const { settings, settlements, admissions } = batch;
     const k = this.keys;
-    const budgeted = settlements.some((s) => s.dayTokens !== undefined || s.monthTokens !== undefined || s.monthCost !== undefined);
+    const charged = (c: { dayTokens?: number; monthTokens?: number; monthCost?: number } | undefined) =>
+      c !== undefined && (c.dayTokens !== undefined || c.monthTokens !== undefined || c.monthCost !== undefined);
+    const budgeted = settlements.some((s) => charged(s) || charged(s.key));
     const fence = budgeted ? { replica: this.replica, seq: ++this.fences } : undefined;
     // After its timeout this replica admits the batch's requests by the fallback: run later (a hung
     // Redis resuming), the admissions would charge budgets for requests charged there too.

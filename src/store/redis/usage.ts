@@ -86,6 +86,12 @@ export class RedisUsageStore implements UsageStore {
           ...this.bucketKeys(projectId),
           this.keys.conversationBytesHeld(projectId),
         ];
+        // A key's corrections name its budget hash, after the fixed keys: `kb`, its place (1-based, as Lua counts).
+        const keyBudgets = new Map<string, number>();
+        const corrections = part === 0 ? budgets : [];
+        for (const { keyId } of corrections) {
+          if (keyId !== undefined && !keyBudgets.has(keyId)) keyBudgets.set(keyId, keys.push(this.keys.keyRate(projectId, keyId, 'budget')));
+        }
         const arg = JSON.stringify({
           replica: batch.replica,
           seq: batch.seq,
@@ -93,7 +99,7 @@ export class RedisUsageStore implements UsageStore {
           dedupMs: Math.max(1, Math.round(retention.dedupMs)),
           storageDelta: part === 0 ? storageBytesDelta : 0,
           // What the budget counters miss, once with the batch's first part (see apply-usage.lua).
-          budgets: part === 0 ? budgets.map(({ fence, ...correction }) => ({ ...correction, ...fence })) : [],
+          budgets: corrections.map(({ fence, keyId, ...correction }) => ({ ...correction, ...fence, ...(keyId === undefined ? {} : { kb: keyBudgets.get(keyId) }) })),
           // Strings: the exact integers, whatever their size, that the bucket fields and scores are.
           m: { cutoff: String(cutoffMinute), ttlMs: MINUTE_MS + retention.minuteMs },
           h: { cutoff: String(cutoffHour), ttlMs: HOUR_MS + retention.hourMs },
