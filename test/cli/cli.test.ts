@@ -8,6 +8,8 @@ import { freePort } from '../support/redis-server.js';
 import { ADMIN_TOKEN } from '../support/test-app.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
+/** For tests of many CLI runs: each is its own Node process with tsx, about a second on a busy machine. */
+const CLI_STEPS_TIMEOUT_MS = 90_000;
 
 interface Run {
   code: number | null;
@@ -186,7 +188,7 @@ describe('nova-gateway CLI against the running gateway', () => {
     const zero = await cli(['keys', 'update', ana.id, '--requests-per-minute', '0'], root);
     expect(zero.code).toBe(1);
     expect(zero.stderr).toContain('param: rate_limits.requests_per_minute');
-  });
+  }, CLI_STEPS_TIMEOUT_MS);
 
   it('refuses a bad limit value before any request, naming the flag (exit 2)', async () => {
     const port = await freePort();
@@ -212,7 +214,7 @@ describe('nova-gateway CLI against the running gateway', () => {
     const dashed = await cli(['keys', 'create', 'proj_x', 'k', '--daily-tokens', '-5'], nowhere);
     expect(dashed.code).toBe(2);
     expect(dashed.stderr).toContain("Option '--daily-tokens' argument is ambiguous");
-  });
+  }, CLI_STEPS_TIMEOUT_MS);
 
   it('webhooks add / list / remove, and the delivery log', async () => {
     const project = JSON.parse((await cli(['projects', 'create', 'cli alerts', '--json'], admin)).stdout);
@@ -249,10 +251,14 @@ describe('nova-gateway CLI against the running gateway', () => {
     const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
     expect((await cli(['keys', 'create', project.id, 'short-lived', '--expires-at', expiresAt], admin)).code).toBe(0);
     let deliveries: { webhook_id: string; status: string; event_type: string }[] = [];
+    // Polled over HTTP, not with a CLI process a time: the CLI reads the log once it is there.
     for (let i = 0; i < 100 && !deliveries.some((d) => d.webhook_id === hook.id && d.status === 'pending'); i++) {
       await sleep(100);
-      deliveries = JSON.parse((await cli(['webhooks', 'deliveries', project.id, '--json'], admin)).stdout).data;
+      const reply = await fetch(`${gateway.url}/admin/v1/webhook-deliveries?project_id=${project.id}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      deliveries = ((await reply.json()) as { data: typeof deliveries }).data;
     }
+    const json = JSON.parse((await cli(['webhooks', 'deliveries', project.id, '--json'], admin)).stdout);
+    expect(json.data.find((d: { webhook_id: string }) => d.webhook_id === hook.id)).toMatchObject({ event_type: 'api_key.expiring', project_id: project.id });
     expect(deliveries.find((d) => d.webhook_id === hook.id)).toMatchObject({ event_type: 'api_key.expiring', status: 'pending' });
     const table = await cli(['webhooks', 'deliveries', project.id, '--status', 'pending', '--limit', '10'], admin);
     expect(table.code, table.stderr).toBe(0);
@@ -262,7 +268,7 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(row).toMatch(new RegExp(`\\sapi_key\\.expiring\\s+${project.id}\\s+${hook.id}\\s+pending\\s+\\d+\\s`));
     const none = await cli(['webhooks', 'deliveries', project.id, '--status', 'delivered'], admin);
     expect(none.stdout.trimEnd().split('\n')).toHaveLength(2);
-  });
+  }, CLI_STEPS_TIMEOUT_MS);
 
   it('lists the limit flags and the webhook commands in its usage text', async () => {
     const help = await cli(['--help']);
