@@ -39,6 +39,27 @@ describe.each(STORE_KINDS)('API key limits (%s store)', (kind) => {
     expect(list.data.find((k: { id: string }) => k.id === id).rate_limits.requests_per_minute).toBe(30);
   });
 
+  it("shows the tighter level in x-ratelimit-* and anthropic-ratelimit-*, and the key's policies in RateLimit", async () => {
+    const created = await createKey({ rate_limits: { requests_per_minute: 3, tokens_per_minute: 5000, max_concurrent_requests: 4 } });
+    expect(created.statusCode, created.body).toBe(200);
+    const auth = bearer(created.json().secret);
+    const call = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) =>
+      t.app.inject({ method: 'POST', url, headers: { ...auth, ...headers }, payload });
+    const chat = await call('/v1/chat/completions', { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.statusCode, chat.body).toBe(200);
+    expect(chat.headers).toMatchObject({ 'x-ratelimit-limit-requests': '3', 'x-ratelimit-remaining-requests': '2', 'x-ratelimit-limit-tokens': '5000', 'x-ratelimit-scope': 'key' });
+    expect(chat.headers['ratelimit-policy']).toMatch(/^"requests";q=\d+;w=60, "burst";q=\d+;w=\d+, "key-requests";q=3;w=60, "key-tokens";q=5000;w=60, "key-concurrency";q=4$/);
+    expect(chat.headers.ratelimit).toMatch(/"key-requests";r=2;t=\d+, "key-tokens";r=\d+;t=\d+, "key-concurrency";r=3$/);
+    // Any /v1 request that sends anthropic-version gets Anthropic's names too.
+    const messages = await call('/v1/chat/completions', { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }] }, { 'anthropic-version': '2023-06-01' });
+    expect(messages.statusCode, messages.body).toBe(200);
+    expect(messages.headers).toMatchObject({ 'anthropic-ratelimit-requests-limit': '3', 'anthropic-ratelimit-requests-remaining': '1', 'anthropic-ratelimit-tokens-limit': '5000' });
+    // The project's own keys still see the project's windows.
+    const own = await t.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: project.auth, payload: { model: 'echo-1', messages: [{ role: 'user', content: 'hi' }] } });
+    expect(own.headers['x-ratelimit-limit-requests']).not.toBe('3');
+    expect(own.headers['ratelimit-policy']).not.toContain('key-');
+  });
+
   it('refuses a negative or non-integer limit with 400 naming the parameter, and changes nothing', async () => {
     const { id } = (await createKey({ rate_limits: { requests_per_minute: 30 } })).json();
     for (const body of [{ rate_limits: { requests_per_minute: -1 } }, { rate_limits: { tokens_per_minute: 1.5 } }, { budgets: { daily_tokens: -5 } }, { rate_limits: { bogus: 1 } }]) {
