@@ -10,6 +10,10 @@
  * `POST /v1/messages`, translated to the same upstream's chat completions (`nova_messages`) and passed
  * through to its native Messages API (`nova_messages_native`), throughput only, whose same-round
  * ratios to `nova` are `messages_vs_chat_*` and `native_vs_chat_*`.
+ * On request only (BENCH_TARGETS), `nova_key`: the chat target with a key that has limits and
+ * budgets of its own as well as the project's (both levels decided in the one admission script
+ * call), throughput only; its same-round ratios to `nova` are `key_vs_project_*` and, of CPU per
+ * request, `cpu_key_vs_project_*` (and `redis_cpu_key_vs_project_*`).
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
  * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
  * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
@@ -228,8 +232,21 @@ redis:
     }),
   });
   if (!created.ok) throw new Error(`project creation answered ${created.status}: ${await created.text()}`);
-  const secret = ((await created.json()) as { api_key: { secret: string } }).api_key.secret;
-  return { child, url, secret };
+  const project = (await created.json()) as { id: string; api_key: { secret: string } };
+  // A second key of the same project with the project's policy as its own limits and budgets (none
+  // reached either): its requests are admitted and settled on both levels, the `nova_key` target.
+  const keyed = await fetch(`${url}/admin/v1/projects/${project.id}/api-keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      name: 'bench-key-level',
+      rate_limits: { requests_per_minute: 1_000_000, burst_limit: 1_000_000, tokens_per_minute: 1_000_000_000_000, max_concurrent_requests: 1_000_000 },
+      budgets: { daily_tokens: 1_000_000_000_000_000, monthly_tokens: 1_000_000_000_000_000, monthly_cost: 1_000_000_000 },
+    }),
+  });
+  if (!keyed.ok) throw new Error(`key creation answered ${keyed.status}: ${await keyed.text()}`);
+  const keySecret = ((await keyed.json()) as { secret: string }).secret;
+  return { child, url, secret: project.api_key.secret, keySecret };
 }
 
 /**
@@ -260,6 +277,8 @@ interface Target {
   get?: WrkRequest;
   /** Throughput only: the one-connection p50 is not measured (keeps the default run short). */
   noLatency?: boolean;
+  /** Not in the default set: measured only when BENCH_TARGETS names it. */
+  onRequest?: boolean;
 }
 
 type Measured = WrkResult & {
@@ -332,7 +351,7 @@ async function main() {
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
   const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
-  const wanted = (key: string) => !process.env.BENCH_TARGETS || process.env.BENCH_TARGETS.split(',').includes(key);
+  const wanted = (target: Target) => (process.env.BENCH_TARGETS ? process.env.BENCH_TARGETS.split(',').includes(target.key) : !target.onRequest);
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -352,6 +371,18 @@ async function main() {
       name: 'nova, every feature on, store: true',
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { store: true }) }),
+    },
+    // The same request with a key that has its own limits and budgets besides the project's: both
+    // levels in the one admission script call (src/store/redis/quota-batch.lua), against `nova`
+    // (the project's policy only) in the same rounds.
+    {
+      key: 'nova_key',
+      usesRedis: true,
+      noLatency: true,
+      onRequest: true,
+      name: "nova, key's own limits and budgets too",
+      pid: gateway.child.pid,
+      chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gateway.keySecret}` }, body: chatBody(stream) }),
     },
     // POST /v1/messages (src/model-call/messages-call.ts), against `nova`'s chat completions in the
     // same rounds: translated to the same upstream's chat completions, and passed through natively.
@@ -395,7 +426,7 @@ async function main() {
       : []),
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, usesRedis: true, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
-  const targets = allTargets.filter((t) => wanted(t.key));
+  const targets = allTargets.filter(wanted);
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
@@ -487,21 +518,26 @@ async function main() {
     return ratios === null ? null : Number(median(ratios, (r) => r)!.toFixed(2));
   };
   const cpuOf = (m: Measured) => m.cpu_us_per_request;
+  const redisCpuOf = (m: Measured) => m.redis_cpu_us_per_request;
   // The Messages route against chat completions (`nova`), same rounds, each left out when either
   // was not measured: throughput (the acceptance), and CPU per request (above 1: the Messages route
   // costs more), steadier than throughput when a neighbour takes the proxy's core, which stops the
   // gateway's CPU clock but not wrk's. Every round's ratio is kept, to show the rounds' spread.
-  const messagesVsChat: Record<string, number> = {};
+  // The key level against the project's alone likewise, and Redis's CPU per request too (the
+  // key level's structures are written in the same script call).
+  const sameRoundRatios: Record<string, number> = {};
   const roundRatiosOf: Record<string, number[]> = {};
-  for (const [name, key] of [
-    ['messages_vs_chat', 'nova_messages'],
-    ['native_vs_chat', 'nova_messages_native'],
+  const throughputAndCpu = [['', undefined] as const, ['cpu_', cpuOf] as const];
+  for (const [name, key, ofs] of [
+    ['messages_vs_chat', 'nova_messages', throughputAndCpu],
+    ['native_vs_chat', 'nova_messages_native', throughputAndCpu],
+    ['key_vs_project', 'nova_key', [...throughputAndCpu, ['redis_cpu_', redisCpuOf] as const]],
   ] as const) {
     for (const mode of ['json', 'stream'] as const) {
-      for (const [prefix, of] of [['', undefined] as const, ['cpu_', cpuOf] as const]) {
+      for (const [prefix, of] of ofs) {
         const ratios = roundRatios(key, 'nova', mode, of);
         if (ratios === null) continue;
-        messagesVsChat[`${prefix}${name}_${mode}`] = Number(median(ratios, (r) => r)!.toFixed(2));
+        sameRoundRatios[`${prefix}${name}_${mode}`] = Number(median(ratios, (r) => r)!.toFixed(2));
         roundRatiosOf[`${prefix}${name}_${mode}`] = ratios;
       }
     }
@@ -538,7 +574,7 @@ async function main() {
         return [key, p50 !== undefined && upstreamP50 !== undefined ? Number((p50 - upstreamP50).toFixed(3)) : null];
       }),
     ),
-    ...messagesVsChat,
+    ...sameRoundRatios,
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB
