@@ -37,7 +37,16 @@ export type Ceilings = Partial<Record<PolicyField, number | null>>;
 export interface PolicyPatch {
   rate_limits?: Partial<RateLimitPolicy>;
   ceilings?: Ceilings;
+  /** The project's queue priority (null: none set, normal). */
+  priority?: Priority | null;
 }
+
+/**
+ * A key's or project's priority in a model's queue (DESIGN.md section 10): high first, low never
+ * starved. A key without its own follows its project's; a project without one is normal.
+ */
+export const PRIORITIES = ['high', 'normal', 'low'] as const;
+export type Priority = (typeof PRIORITIES)[number];
 
 export const NO_OPTIONAL_LIMITS = {
   tokens_per_minute: null,

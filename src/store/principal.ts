@@ -13,4 +13,5 @@ export const principalOfKey = (record: ApiKeyRecord, validUntilMs: number | null
   scopes: record.scopes,
   models: record.models,
   limited: hasKeyLimits(record.limits),
+  priority: record.priority ?? null,
 });

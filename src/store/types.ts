@@ -6,13 +6,13 @@ import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
 import type { AlertStore } from './alert-types.js';
-import type { Ceilings, PolicyPatch, RateLimitPolicy } from './policy.js';
+import type { Ceilings, PolicyPatch, Priority, RateLimitPolicy } from './policy.js';
 
 export type * from './conversation-types.js';
 
 /** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
 
-export type { RateLimitPolicy, Ceilings, PolicyPatch, PolicyField } from './policy.js';
+export type { RateLimitPolicy, Ceilings, PolicyPatch, PolicyField, Priority } from './policy.js';
 
 export interface ProjectRecord {
   id: string;
@@ -23,6 +23,8 @@ export interface ProjectRecord {
   rate_limits: RateLimitPolicy;
   /** The ceilings the admin set for this project (others: the config's). */
   ceilings: Ceilings;
+  /** Its queue priority, set by the admin; null: none (normal). */
+  priority: Priority | null;
 }
 
 export interface ApiKeyRecord {
@@ -42,6 +44,8 @@ export interface ApiKeyRecord {
   metadata: Record<string, string>;
   /** The key's own rate_limits and budgets (each null: none; absent: a key stored before them, none). */
   limits?: KeyLimits;
+  /** The key's own queue priority; null: it follows its project's. */
+  priority: Priority | null;
 }
 
 /** What `PATCH /v1/api-keys/{id}` changes: only the fields given. */
@@ -53,6 +57,8 @@ export interface ApiKeyPatch {
   metadata?: Record<string, string>;
   /** The limits to change (null: remove that limit); the others stay. */
   limits?: Partial<KeyLimits>;
+  /** null: the key follows its project's priority. */
+  priority?: Priority | null;
 }
 
 /** What authentication needs of a key, denormalised under the secret's hash so one read resolves it. */
@@ -68,6 +74,8 @@ export interface KeyPrincipal {
   models?: string[] | null;
   /** The key has limits of its own (rate_limits or budgets): its requests pass its level too. */
   limited?: boolean;
+  /** The key's own queue priority as its record holds it now; null: it follows its project's. */
+  priority: Priority | null;
 }
 
 export type AuditAction =

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { KeyCache } from '../../src/auth/key-cache.js';
 import { withAccess, type AuthenticatedKey } from '../../src/auth/key-access.js';
 
-const principal = (keyId: string): AuthenticatedKey => withAccess({ keyId, projectId: 'proj_x', expiresAtMs: null, validUntilMs: null });
+const principal = (keyId: string): AuthenticatedKey => withAccess({ keyId, projectId: 'proj_x', expiresAtMs: null, validUntilMs: null, priority: null });
 
 describe('KeyCache', () => {
   it('serves entries until their TTL passes (injected clock)', () => {

@@ -55,6 +55,37 @@ describe.each(STORE_KINDS)('admin project lifecycle (%s store)', (kind) => {
     expect(await redis.zscore(`${prefix}:projects`, project.projectId)).toBe('0');
   });
 
+  it("sets a project's priority on create and PATCH, shows it in every answer, clears it with null; 400 naming a bad one", async () => {
+    const patch = (projectId: string, payload: Record<string, unknown>) =>
+      test.app.inject({ method: 'PATCH', url: `/admin/v1/projects/${projectId}`, headers: admin, payload });
+    const plain = await createProject(test.app, { name: 'plain' });
+    expect((await get(`/admin/v1/projects/${plain.projectId}`)).json().priority).toBeNull();
+    const created = await test.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'urgent', priority: 'high' } });
+    expect(created.statusCode, created.body).toBe(200);
+    const { id } = created.json();
+    expect(created.json().priority).toBe('high');
+    expect((await get(`/admin/v1/projects/${id}`)).json().priority).toBe('high');
+    const listed = (await get('/admin/v1/projects?limit=100')).json().data.find((p: { id: string }) => p.id === id);
+    expect(listed.priority).toBe('high');
+    // Stored as the field `priority` of the project's hash, beside the policy the admission reads.
+    if (redis) expect(await redis.hget(`${prefix}:{${id}}:project`, 'priority')).toBe('high');
+    const lowered = await patch(id, { priority: 'low' });
+    expect(lowered.statusCode, lowered.body).toBe(200);
+    expect(lowered.json()).toMatchObject({ priority: 'low', rate_limits: created.json().rate_limits });
+    // A policy change keeps it; null clears it (normal).
+    expect((await patch(id, { requests_per_minute: 77 })).json()).toMatchObject({ priority: 'low', rate_limits: { requests_per_minute: 77 } });
+    expect((await patch(id, { priority: null })).json().priority).toBeNull();
+    if (redis) expect(await redis.hget(`${prefix}:{${id}}:project`, 'priority')).toBe('');
+    for (const priority of ['urgent', 2]) {
+      expect(errorOf(await patch(id, { priority }))).toMatchObject({ status: 400, code: 'invalid_parameter', param: 'priority' });
+      const refused = await test.app.inject({ method: 'POST', url: '/admin/v1/projects', headers: admin, payload: { name: 'bad', priority } });
+      expect(errorOf(refused)).toMatchObject({ status: 400, param: 'priority' });
+    }
+    expect((await get(`/admin/v1/projects/${id}`)).json().priority).toBeNull();
+    const audit = (await get(`/admin/v1/projects/${id}/audit`)).json().data.map((event: { action: string }) => event.action);
+    expect(audit).toContain('project.update');
+  });
+
   it('deletes a project: keys stop, stored data goes, the audit trail keeps the deletion', async () => {
     const project = await createProject(test.app, { name: 'doomed' });
     const chat = await test.app.inject({

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/gateway-config.js';
 import { ADMIN_TOKEN, buildTestApp, createProject, errorOf, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 
-/** A key's rate_limits and budgets (DESIGN.md section 9): set, read, changed, kept, bounded; on both stores. */
+/** A key's rate_limits, budgets and priority (DESIGN.md sections 9 and 10): set, read, changed, kept, bounded; on both stores. */
 describe.each(STORE_KINDS)('API key limits (%s store)', (kind) => {
   let t: TestApp;
   let project: TestProject;
@@ -92,5 +92,68 @@ describe.each(STORE_KINDS)('API key limits (%s store)', (kind) => {
     expect(above.statusCode).toBe(400);
     expect(errorOf(above)).toMatchObject({ param: 'tokens_per_minute' });
     expect(errorOf(above).message).toContain('ceiling of 500');
+  });
+
+  describe('priority', () => {
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const list = async () => (await t.app.inject({ method: 'GET', url: `/v1/api-keys?project_id=${project.projectId}`, headers: project.auth })).json();
+    const principalOf = (secret: string) => t.ctx.authenticator.authenticate(secret, '127.0.0.1');
+
+    it('set on create, shown in GET, the list and rotation, changed and cleared (null) by PATCH; the principal has it', async () => {
+      expect((await getKey(project.keyId)).json().priority).toBeNull();
+      const created = await createKey({ priority: 'low' });
+      expect(created.statusCode, created.body).toBe(200);
+      const { id, secret } = created.json();
+      expect(created.json().priority).toBe('low');
+      expect((await getKey(id)).json().priority).toBe('low');
+      expect((await principalOf(secret)).priority).toBe('low');
+      const patched = await patchKey(id, { priority: 'high' });
+      expect(patched.statusCode, patched.body).toBe(200);
+      expect(patched.json().priority).toBe('high');
+      // The PATCH dropped the cached principal: the next request sees the new priority.
+      expect((await principalOf(secret)).priority).toBe('high');
+      const rotated = await t.app.inject({ method: 'PUT', url: `/v1/api-keys/${id}`, headers: project.auth, payload: {} });
+      expect(rotated.json().priority).toBe('high');
+      expect((await principalOf(rotated.json().secret)).priority).toBe('high');
+      expect((await list()).data.find((k: { id: string }) => k.id === id).priority).toBe('high');
+      const cleared = await patchKey(id, { priority: null });
+      expect(cleared.json().priority).toBeNull();
+      expect((await principalOf(rotated.json().secret)).priority).toBeNull();
+    });
+
+    it('a key without project:write gives only normal or low (its own by default), never high or null', async () => {
+      const { id, secret } = (await createKey({ scopes: ['model', 'keys:read', 'keys:write'], priority: 'low' })).json();
+      for (const priority of ['high', null]) {
+        const refused = await patchKey(id, { priority }, bearer(secret));
+        expect(errorOf(refused)).toMatchObject({ status: 403, code: 'insufficient_scope', param: 'priority' });
+        expect(errorOf(await createKey({ priority }, bearer(secret)))).toMatchObject({ status: 403, param: 'priority' });
+      }
+      expect((await getKey(id)).json().priority).toBe('low');
+      expect((await patchKey(id, { priority: 'normal' }, bearer(secret))).json().priority).toBe('normal');
+      // A key it creates gets its priority unless given another it may set.
+      expect((await createKey({}, bearer(secret))).json().priority).toBe('normal');
+      expect((await createKey({ priority: 'low' }, bearer(secret))).json().priority).toBe('low');
+    });
+
+    it('refuses a value outside high|normal|low with 400 naming priority, and changes nothing', async () => {
+      const { id } = (await createKey({ priority: 'low' })).json();
+      for (const priority of ['urgent', 1, '']) {
+        expect(errorOf(await patchKey(id, { priority }))).toMatchObject({ status: 400, code: 'invalid_parameter', param: 'priority' });
+        expect(errorOf(await createKey({ priority }))).toMatchObject({ status: 400, param: 'priority' });
+        const adminCreate = await t.app.inject({ method: 'POST', url: `/admin/v1/projects/${project.projectId}/api-keys`, headers: admin, payload: { name: 'a', priority } });
+        expect(errorOf(adminCreate)).toMatchObject({ status: 400, param: 'priority' });
+      }
+      expect((await getKey(id)).json().priority).toBe('low');
+    });
+
+    it('the admin gives a key any priority; unspecified, it follows its project (null)', async () => {
+      const create = (payload: Record<string, unknown>) =>
+        t.app.inject({ method: 'POST', url: `/admin/v1/projects/${project.projectId}/api-keys`, headers: admin, payload: { name: 'a', ...payload } });
+      const high = await create({ priority: 'high' });
+      expect(high.statusCode, high.body).toBe(200);
+      expect(high.json().priority).toBe('high');
+      expect((await getKey(high.json().id)).json().priority).toBe('high');
+      expect((await create({})).json().priority).toBeNull();
+    });
   });
 });

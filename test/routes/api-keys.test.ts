@@ -49,7 +49,7 @@ describe.each(STORE_KINDS)('API keys (%s store)', (kind) => {
       expect(response.body).not.toMatch(/nova_sk_[0-9A-Za-z]{38}/);
       const body = response.json();
       expect(body.id).toBe(project.projectId);
-      for (const item of body.data) expect(Object.keys(item).sort()).toEqual(['budgets', 'created_at', 'expires_at', 'id', 'last_used_at', 'metadata', 'models', 'name', 'project_id', 'rate_limits', 'redacted_value', 'scopes']);
+      for (const item of body.data) expect(Object.keys(item).sort()).toEqual(['budgets', 'created_at', 'expires_at', 'id', 'last_used_at', 'metadata', 'models', 'name', 'priority', 'project_id', 'rate_limits', 'redacted_value', 'scopes']);
       pages.push(body.data.map((key: { id: string }) => key.id));
       cursor = body.next_cursor;
       expect(body.has_more).toBe(cursor !== null);

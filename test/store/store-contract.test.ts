@@ -17,6 +17,7 @@ function newProject(now = Date.now()): ProjectRecord {
     updated_at: at(now),
     rate_limits: fullPolicy({ requests_per_minute: 60, burst_limit: 10 }),
     ceilings: {},
+    priority: null,
   };
 }
 
@@ -34,6 +35,7 @@ function newKey(projectId: string, now = Date.now(), expiresAt: string | null = 
     models: null,
     scopes: ['model'],
     metadata: {},
+    priority: null,
   };
   return { record, secretHash: hashSecret(secret), secret };
 }
@@ -85,23 +87,44 @@ describe.each(QUOTA_STORE_KINDS)('store contract (%s)', (kind) => {
       scopes: ['model'],
       models: null,
       limited: false,
+      priority: null,
     });
     expect(await store.apiKeys.resolve(hashSecret(generateSecret()))).toBeNull();
   });
 
   it('updates key fields in one step; resolve and rotation see them', async () => {
-    const patch = { scopes: ['keys:read'], models: ['m*'], metadata: { owner: 'ana' }, expires_at: new Date(Date.now() + 3_600_000).toISOString() };
+    const patch = {
+      scopes: ['keys:read'],
+      models: ['m*'],
+      metadata: { owner: 'ana' },
+      expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+      priority: 'low' as const,
+    };
     const updated = await store.apiKeys.update(project.id, first.record.id, patch, audit(project.id, 'api_key.update', first.record.id));
     expect(updated?.record).toMatchObject(patch);
     expect(updated?.changedHashes).toEqual([first.secretHash]);
     expect(await store.apiKeys.get(project.id, first.record.id)).toMatchObject(patch);
-    expect(await store.apiKeys.resolve(first.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'], expiresAtMs: Date.parse(patch.expires_at) });
+    expect(await store.apiKeys.resolve(first.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'], expiresAtMs: Date.parse(patch.expires_at), priority: 'low' });
     const next = newKey(project.id);
     await store.apiKeys.rotate(project.id, first.record.id, { hash: next.secretHash, redactedValue: next.record.redacted_value }, null, audit(project.id, 'api_key.rotate', first.record.id));
     expect(await store.apiKeys.get(project.id, first.record.id)).toMatchObject(patch);
-    expect(await store.apiKeys.resolve(next.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'] });
+    expect(await store.apiKeys.resolve(next.secretHash)).toMatchObject({ scopes: ['keys:read'], models: ['m*'], priority: 'low' });
+    // null clears it: the key follows its project again.
+    await store.apiKeys.update(project.id, first.record.id, { priority: null }, audit(project.id, 'api_key.update', first.record.id));
+    expect(await store.apiKeys.get(project.id, first.record.id)).toMatchObject({ priority: null });
+    expect(await store.apiKeys.resolve(next.secretHash)).toMatchObject({ priority: null });
     expect(await store.apiKeys.update(project.id, 'key_doesnotexist0000000000', { name: 'x' }, audit(project.id, 'api_key.update', null))).toBeNull();
     expect(await store.apiKeys.get(project.id, 'key_doesnotexist0000000000')).toBeNull();
+  });
+
+  it("sets and clears a project's priority with its policy, keeping the rest", async () => {
+    const set = await store.projects.updatePolicy(project.id, { priority: 'high' }, at(Date.now()), audit(project.id, 'project.update', null));
+    expect(set).toMatchObject({ priority: 'high', rate_limits: project.rate_limits });
+    expect(await store.projects.get(project.id)).toMatchObject({ priority: 'high' });
+    await store.projects.updatePolicy(project.id, { rate_limits: { requests_per_minute: 7 } }, at(Date.now()), audit(project.id, 'project.rate_limits.update', null));
+    expect(await store.projects.get(project.id)).toMatchObject({ priority: 'high', rate_limits: { requests_per_minute: 7 } });
+    await store.projects.updatePolicy(project.id, { priority: null }, at(Date.now()), audit(project.id, 'project.update', null));
+    expect((await store.projects.get(project.id))?.priority).toBeNull();
   });
 
   it('lists newest first with stable paging while keys are created', async () => {

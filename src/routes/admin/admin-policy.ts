@@ -9,6 +9,7 @@ import type { ProjectRecord } from '../../store/types.js';
 import { auditEvent } from '../audit-event.js';
 import { checkCostBudget, effectiveCeilings } from '../management/policy-rules.js';
 import { CeilingsBody, CeilingsView, PolicyFieldsBody, PolicyView } from '../management/policy-schemas.js';
+import { PrioritySchema } from '../management/api-key-view.js';
 
 export const ProjectFields = {
   name: Type.String(),
@@ -17,6 +18,7 @@ export const ProjectFields = {
   updated_at: IsoTime,
   rate_limits: Type.Object(PolicyView),
   ceilings: CeilingsView,
+  priority: Nullable(PrioritySchema),
 };
 
 export const ProjectParams = Type.Object({ project_id: Type.String({ maxLength: 128 }) });
@@ -44,6 +46,7 @@ export function projectView(project: ProjectRecord, config: GatewayConfig) {
     updated_at: project.updated_at,
     rate_limits: project.rate_limits,
     ceilings: effectiveCeilings(project.ceilings, config),
+    priority: project.priority ?? null,
   };
 }
 
@@ -71,13 +74,14 @@ export const adminPolicyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
     '/admin/v1/projects/:project_id',
     {
       schema: {
-        summary: 'Set policy fields and ceilings of a project, with no ceiling check (null ceiling: none)',
+        summary: 'Set policy fields, ceilings and priority of a project, with no ceiling check (null ceiling: none; null priority: normal)',
         params: ProjectParams,
         body: Type.Object(
           {
             ...PolicyFieldsBody,
             ceilings: Type.Optional(CeilingsBody),
             max_conversation_bytes: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+            priority: Type.Optional(Nullable(PrioritySchema)),
           },
           { additionalProperties: false, minProperties: 1 },
         ),
@@ -86,18 +90,20 @@ export const adminPolicyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
     },
     async (request) => {
       const { project_id: projectId } = request.params;
-      const { ceilings, max_conversation_bytes: maxConversationBytes, ...policy } = request.body;
+      const { ceilings, max_conversation_bytes: maxConversationBytes, priority, ...policy } = request.body;
       checkCostBudget(policy, config);
+      // A priority alone is a project setting; anything else, as before, a policy change.
+      const action = ceilings ? 'project.ceilings.update' : priority !== undefined && Object.keys(policy).length === 0 ? 'project.update' : 'project.rate_limits.update';
       const time = now();
       const project = await store.projects.updatePolicy(
         projectId,
-        { rate_limits: policy, ceilings },
+        { rate_limits: policy, ceilings, priority },
         new Date(time).toISOString(),
-        auditEvent(request, ceilings ? 'project.ceilings.update' : 'project.rate_limits.update', projectId, null, time, JSON.stringify(request.body)),
+        auditEvent(request, action, projectId, null, time, JSON.stringify(request.body)),
       );
       if (!project) throw resourceNotFound('project', 'project_id');
       if (maxConversationBytes !== undefined) await store.conversations.setMaxBytes(projectId, maxConversationBytes);
-      request.log.info({ project_id: projectId, rate_limits: project.rate_limits, ceilings: project.ceilings }, 'project policy set by the admin');
+      request.log.info({ project_id: projectId, rate_limits: project.rate_limits, ceilings: project.ceilings, priority: project.priority }, 'project policy set by the admin');
       return envelope(projectId, { ...projectView(project, config), ...(await projectDetails(ctx, projectId)) });
     },
   );

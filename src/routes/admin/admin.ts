@@ -7,10 +7,10 @@ import { closeIfBodyUnread } from '../../auth/unread-body.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidAdminToken, invalidParameter, resourceNotFound } from '../../http/errors.js';
 import { mintId } from '../../core/ids.js';
-import { errorResponses, IsoTime } from '../../http/schemas.js';
+import { errorResponses, IsoTime, Nullable } from '../../http/schemas.js';
 import type { ProjectRecord } from '../../store/types.js';
 import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
-import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey } from '../management/api-key-view.js';
+import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey, PrioritySchema } from '../management/api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
 import { adminWebhookRoutes } from './admin-webhooks.js';
@@ -60,7 +60,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     '/admin/v1/projects',
     {
       schema: {
-        summary: 'Create a project (policy nested in rate_limits and budgets, or flat; ceilings; all optional: config defaults) and its first API key (named "default")',
+        summary: 'Create a project (policy nested in rate_limits and budgets, or flat; ceilings; priority; all optional: config defaults) and its first API key (named "default")',
         body: Type.Object(
           {
             name: Type.String({ minLength: 1, maxLength: 256 }),
@@ -70,6 +70,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
             rate_limits: Type.Optional(Type.Object(PolicyFieldsBody, { additionalProperties: false })),
             budgets: Type.Optional(Type.Object(BudgetFieldsBody, { additionalProperties: false })),
             ceilings: Type.Optional(CeilingsBody),
+            priority: Type.Optional(Nullable(PrioritySchema)),
           },
           { additionalProperties: false },
         ),
@@ -77,7 +78,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       },
     },
     async (request) => {
-      const { name, environment, ceilings, rate_limits: nestedLimits, budgets, ...flat } = request.body;
+      const { name, environment, ceilings, priority, rate_limits: nestedLimits, budgets, ...flat } = request.body;
       const policy = mergedPolicy(flat, { rate_limits: nestedLimits, budgets });
       checkCostBudget(policy, ctx.config);
       const time = now();
@@ -90,6 +91,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
         updated_at: at,
         rate_limits: { ...ctx.config.defaults.rate_limits, ...policy },
         ceilings: ceilings ?? {},
+        priority: priority ?? null,
       };
       const { secret, key } = mintApiKey(project.id, 'default', null, time);
       await store.projects.create(project, key, [
@@ -105,7 +107,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
     '/admin/v1/projects/:project_id/api-keys',
     {
       schema: {
-        summary: 'Create a key for a project, with any scopes, models, limits and budgets (also recovery when a project has lost its keys)',
+        summary: 'Create a key for a project, with any scopes, models, limits, budgets and priority (also recovery when a project has lost its keys)',
         params: ProjectParams,
         body: Type.Object(
           { name: Type.String({ minLength: 1, maxLength: 128 }), expires_at: Type.Optional(IsoTime), ...KeyPolicyFields },
@@ -118,7 +120,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       const { project_id: projectId } = request.params;
       if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
       const time = now();
-      const { name, expires_at: expiresAt, models, scopes, metadata, rate_limits: rates, budgets } = request.body;
+      const { name, expires_at: expiresAt, models, scopes, metadata, rate_limits: rates, budgets, priority } = request.body;
       if (expiresAt !== undefined && !(Date.parse(expiresAt) > time)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
       // The bounds were checked by the schema /v1/api-keys shares (KeyPolicyFields); like the admin's
       // project policy (admin-policy.ts), no ceiling applies, but a cost budget still needs prices.
@@ -130,6 +132,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
         scopes: scopes === undefined ? BOOTSTRAP_POLICY.scopes : [...new Set(scopes)],
         metadata: metadata ?? {},
         limits,
+        // Any priority; unspecified, the key follows its project's.
+        priority: priority ?? null,
       };
       const expiry = expiresAt === undefined ? null : new Date(Date.parse(expiresAt)).toISOString();
       const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);

@@ -5,6 +5,7 @@ import { redactSecret } from '../../auth/key-format.js';
 import { Nullable, IsoTime } from '../../http/schemas.js';
 import { mintId } from '../../core/ids.js';
 import type { ApiKeyRecord } from '../../store/types.js';
+import { PRIORITIES, type Priority } from '../../store/policy.js';
 import { generateSecret, hashSecret } from '../../auth/key-format.js';
 import { SCOPES, scopeMask, scopesOfMask, type Scope } from '../../auth/key-access.js';
 
@@ -22,6 +23,9 @@ export const KeyModels = Type.Array(Type.String({ minLength: 1, maxLength: 256 }
   maxItems: 64,
   description: 'Public model ids the key may use, `*` globs allowed; null: every model',
 });
+
+/** A key's or project's queue priority (DESIGN.md section 10); null: a key follows its project, a project is normal. */
+export const PrioritySchema = Type.Unsafe<Priority>({ type: 'string', enum: [...PRIORITIES], description: `Queue priority: ${PRIORITIES.join(', ')}` });
 
 const { requests_per_minute, burst_limit, tokens_per_minute, max_concurrent_requests, daily_tokens, monthly_tokens, monthly_cost } = NullablePolicyFields;
 
@@ -43,6 +47,7 @@ export const KeyPolicyFields = {
   metadata: Type.Optional(KeyMetadata),
   rate_limits: Type.Optional(KeyRateLimits),
   budgets: Type.Optional(KeyBudgets),
+  priority: Type.Optional(Nullable(PrioritySchema)),
 };
 
 const NullableNumber = Nullable(Type.Number());
@@ -75,6 +80,7 @@ export const ApiKeyFields = {
   metadata: Type.Record(Type.String(), Type.String()),
   rate_limits: KeyRateLimitsView,
   budgets: KeyBudgetsView,
+  priority: Nullable(PrioritySchema),
 };
 
 export const ApiKeyItem = Type.Object({ id: Type.String(), ...ApiKeyFields });
@@ -93,6 +99,7 @@ export function apiKeyView(record: ApiKeyRecord) {
     scopes: scopesOfMask(scopeMask(record.scopes)),
     metadata: record.metadata,
     ...keyLimitsView(record.limits ?? NO_KEY_LIMITS),
+    priority: record.priority ?? null,
   };
 }
 
@@ -113,6 +120,8 @@ export interface KeyPolicy {
   scopes: string[];
   metadata: Record<string, string>;
   limits?: KeyLimits;
+  /** null or absent: the key follows its project's. */
+  priority?: Priority | null;
 }
 
 /** The project's first key (admin bootstrap): every scope and model. */
@@ -134,6 +143,7 @@ export function mintApiKey(projectId: string, name: string, expiresAt: string | 
     scopes: policy.scopes,
     metadata: policy.metadata,
     ...(policy.limits ? { limits: policy.limits } : {}),
+    priority: policy.priority ?? null,
   };
   return { secret, key: { record, secretHash: hashSecret(secret) } };
 }

@@ -7,10 +7,10 @@ import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidParameter, projectMismatch, resourceNotFound } from '../../http/errors.js';
 import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, IsoTime, Nullable, PageLimit, ProjectIdParam } from '../../http/schemas.js';
-import { ApiKeyFields, ApiKeyItem, apiKeyView, KeyBudgets, KeyBudgetUsage, KeyMetadata, KeyModels, KeyPolicyFields, KeyRateLimits, KeyScopes, mintApiKey } from './api-key-view.js';
+import { ApiKeyFields, ApiKeyItem, apiKeyView, KeyBudgets, KeyBudgetUsage, KeyMetadata, KeyModels, KeyPolicyFields, KeyRateLimits, KeyScopes, mintApiKey, PrioritySchema } from './api-key-view.js';
 import { checkCeilings, checkCostBudget } from './policy-rules.js';
 import { budgetPeriodsAt } from '../../quota/budget-periods.js';
-import { POLICY_FIELDS, type RateLimitPolicy } from '../../store/policy.js';
+import { POLICY_FIELDS, type Priority, type RateLimitPolicy } from '../../store/policy.js';
 import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
 import type { ProjectRecord } from '../../store/types.js';
 import { hasScope, scopesOfMask, type KeyAccess } from '../../auth/key-access.js';
@@ -42,6 +42,15 @@ function checkModelsWithin(caller: KeyAccess, models: readonly string[] | null):
     const own = caller.models.patterns.includes(pattern) || (!pattern.includes('*') && caller.models.matches(pattern));
     if (!own) throw modelNotAllowed(pattern, 'models');
   }
+}
+
+/**
+ * No escalation of priority: `high`, and null (the key then follows its project, whose priority the
+ * admin may have set high), need the caller's `project:write`, the scope of the project's own
+ * settings; without it a key gives only `normal` or `low`. 403 naming the scope, param `priority`.
+ */
+function checkPriorityWithin(caller: KeyAccess, priority: Priority | null): void {
+  if ((priority === 'high' || priority === null) && !hasScope(caller, 'project:write')) throw insufficientScope('project:write', 'priority');
 }
 
 function futureTime(value: string, now: number): string {
@@ -138,7 +147,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
     },
     async (request) => {
       const principal = principalOf(request);
-      const { name, project_id: projectId, expires_at: expiresAt, models, scopes, metadata = {} } = request.body;
+      const { name, project_id: projectId, expires_at: expiresAt, models, scopes, metadata = {}, priority } = request.body;
       if (projectId !== principal.projectId) throw projectMismatch();
       const given = limitsOf(request.body);
       const creatorLimits = await limitsOfKey(principal.projectId, principal.keyId);
@@ -150,12 +159,15 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
       const creator = principal.access;
       if (scopes !== undefined) checkScopesWithin(creator, scopes);
       if (models !== undefined) checkModelsWithin(creator, models);
+      if (priority !== undefined) checkPriorityWithin(creator, priority);
       const policy = {
         scopes: scopes === undefined ? scopesOfMask(creator.scopes) : unique(scopes),
         models: models === undefined ? (creator.models && [...creator.models.patterns]) : models && unique(models),
         metadata,
         // Limits not given are the creator's, as scopes and models are.
         limits: { ...creatorLimits, ...given },
+        // Not given: the creator's own, so a key never gets a higher one than its creator by default.
+        priority: priority === undefined ? (principal.priority ?? null) : priority,
       };
       const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
       await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
@@ -254,7 +266,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
     {
       config: { scope: 'keys:write' },
       schema: {
-        summary: 'Change an API key: name, expires_at, models, scopes, metadata; on every replica at once',
+        summary: 'Change an API key: name, expires_at, models, scopes, metadata, limits, priority; on every replica at once',
         params: KeyIdParams,
         body: Type.Object(
           {
@@ -265,6 +277,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
             metadata: Type.Optional(KeyMetadata),
             rate_limits: Type.Optional(KeyRateLimits),
             budgets: Type.Optional(KeyBudgets),
+            priority: Type.Optional(Nullable(PrioritySchema)),
           },
           { additionalProperties: false },
         ),
@@ -274,7 +287,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
     async (request) => {
       const principal = principalOf(request);
       const { api_key_id: keyId } = request.params;
-      const { name, expires_at: expiresAt, models, scopes, metadata } = request.body;
+      const { name, expires_at: expiresAt, models, scopes, metadata, priority } = request.body;
       const patch: ApiKeyPatch = {};
       if (name !== undefined) patch.name = name;
       if (expiresAt !== undefined) patch.expires_at = expiresAt === null ? null : futureTime(expiresAt, now());
@@ -287,6 +300,10 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
         patch.models = models && unique(models);
       }
       if (metadata !== undefined) patch.metadata = metadata;
+      if (priority !== undefined) {
+        checkPriorityWithin(principal.access, priority);
+        patch.priority = priority;
+      }
       const limits = limitsOf(request.body);
       if (Object.keys(limits).length > 0) {
         const project = await store.projects.get(principal.projectId);
@@ -295,7 +312,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asyn
         patch.limits = limits;
       }
       if (Object.keys(patch).length === 0) {
-        throw invalidParameter('Give at least one field to change: name, expires_at, models, scopes, metadata, rate_limits or budgets.', 'body');
+        throw invalidParameter('Give at least one field to change: name, expires_at, models, scopes, metadata, rate_limits, budgets or priority.', 'body');
       }
       const time = now();
       const updated = await store.apiKeys.update(principal.projectId, keyId, patch, auditEvent(request, 'api_key.update', principal.projectId, keyId, time));

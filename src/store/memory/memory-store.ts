@@ -86,6 +86,7 @@ export class MemoryStore implements Store {
       if (!project) return null;
       project.rate_limits = { ...project.rate_limits, ...patch.rate_limits };
       project.ceilings = { ...project.ceilings, ...patch.ceilings };
+      if (patch.priority !== undefined) project.priority = patch.priority;
       project.updated_at = updatedAt;
       this.appendAudit(audit);
       return clone(project);
@@ -184,11 +185,11 @@ export class MemoryStore implements Store {
         this.principals.delete(secretHash);
         return null;
       }
-      // Scopes, models and expiry as the record holds them now (a PATCH changes only the record).
+      // Scopes, models, priority and expiry as the record holds them now (a PATCH changes only the record).
       const record = this.keysByProject.get(principal.projectId)?.get(principal.keyId)?.record;
       if (!record) return null;
-      const { expiresAtMs, scopes, models, limited } = principalOfKey(record);
-      return { ...principal, expiresAtMs, scopes: clone(scopes), models: clone(models), limited };
+      const { expiresAtMs, scopes, models, limited, priority } = principalOfKey(record);
+      return { ...principal, expiresAtMs, scopes: clone(scopes), models: clone(models), limited, priority };
     },
     touch: async (projectId, keyId, at) => {
       const stored = this.keysByProject.get(projectId)?.get(keyId);

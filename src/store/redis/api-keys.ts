@@ -1,4 +1,3 @@
-import { POLICY_FIELDS } from '../policy.js';
 import type { ApiKeyPatch, ApiKeyRecord, ApiKeyStore, AuditEvent, KeyPrincipal, NewKey } from '../types.js';
 import { principalOfKey } from '../principal.js';
 import type { RedisClient } from './connect.js';
@@ -14,6 +13,7 @@ import {
   principalFromJson,
   principalToJson,
   principalWithRecord,
+  PRINCIPAL_RECORD_FIELDS,
 } from './hash-codecs.js';
 
 // An expired key's secret stays resolvable this long, so clients hear "expired" rather than "invalid".
@@ -197,14 +197,14 @@ export class RedisApiKeyStore implements ApiKeyStore {
   }
 
   /**
-   * The secret's principal, with the scopes, models and expiry its record holds now: the record is
+   * The secret's principal, with the scopes, models, priority and expiry its record holds now: the record is
    * their one copy, so a PATCH changes them atomically. A second read, but only on a key cache miss
    * (src/auth/key-cache.ts).
    */
   async resolve(secretHash: string): Promise<KeyPrincipal | null> {
     const principal = principalFromJson(await guard(this.redis.get(this.keys.secret(secretHash))));
     if (principal === null) return null;
-    const fields = await guard(this.redis.hmget(this.keys.apiKey(principal.projectId, principal.keyId), 'id', 'expires_at', 'scopes', 'models', ...POLICY_FIELDS));
+    const fields = await guard(this.redis.hmget(this.keys.apiKey(principal.projectId, principal.keyId), ...PRINCIPAL_RECORD_FIELDS));
     return principalWithRecord(principal, fields);
   }
 

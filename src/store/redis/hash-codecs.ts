@@ -1,4 +1,4 @@
-import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type RateLimitPolicy } from '../policy.js';
+import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type Priority, type RateLimitPolicy } from '../policy.js';
 import type { KeyLimits } from '../quota-types.js';
 import type { ApiKeyPatch, ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
@@ -13,6 +13,9 @@ export function pairsToObject(pairs: string[]): Record<string, string> {
 
 /** Redis hashes hold strings: '' stands for null. */
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value);
+
+/** A key's or project's `priority` field; '' or absent (stored before it existed): none. */
+const priorityOrNull = (value: string | null | undefined) => (value ? (value as Priority) : null);
 
 export function apiKeyToHash(record: ApiKeyRecord, secretHash: string): Record<string, string> {
   return {
@@ -45,6 +48,7 @@ export function apiKeyFromHash(hash: Record<string, string>): ApiKeyRecord | nul
     scopes: jsonOrNull<string[]>(hash.scopes),
     metadata: jsonOrNull<Record<string, string>>(hash.metadata) ?? {},
     limits: keyLimitsFromFields(POLICY_FIELDS.map((field) => hash[field])),
+    priority: priorityOrNull(hash.priority),
   };
 }
 
@@ -69,12 +73,16 @@ export function apiKeyPatchToHash(patch: ApiKeyPatch): Record<string, string> {
   if (patch.models !== undefined) fields.models = patch.models === null ? '' : JSON.stringify(patch.models);
   if (patch.scopes !== undefined) fields.scopes = patch.scopes === null ? '' : JSON.stringify(patch.scopes);
   if (patch.metadata !== undefined) fields.metadata = JSON.stringify(patch.metadata);
+  if (patch.priority !== undefined) fields.priority = patch.priority ?? '';
   for (const [field, value] of Object.entries(patch.limits ?? {})) if (value !== undefined) fields[field] = numberOrEmpty(value);
   return fields;
 }
 
-/** A principal's current scopes, models and expiry from HMGET of its record's id, expires_at, scopes, models. */
-export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, scopes, models, ...limits]: (string | null)[]): KeyPrincipal | null {
+/** The key record's fields principalWithRecord reads, in its order (resolve HMGETs them). */
+export const PRINCIPAL_RECORD_FIELDS = ['id', 'expires_at', 'scopes', 'models', 'priority', ...POLICY_FIELDS] as const;
+
+/** A principal's current scopes, models, priority and expiry from HMGET of PRINCIPAL_RECORD_FIELDS. */
+export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, scopes, models, priority, ...limits]: (string | null)[]): KeyPrincipal | null {
   if (!id) return null;
   return {
     limited: limits.some((value) => value !== null && value !== ''),
@@ -82,6 +90,7 @@ export function principalWithRecord(principal: KeyPrincipal, [id, expiresAt, sco
     expiresAtMs: expiresAt ? Date.parse(expiresAt) : null,
     scopes: jsonOrNull<string[]>(scopes ?? undefined),
     models: jsonOrNull<string[]>(models ?? undefined),
+    priority: priorityOrNull(priority),
   };
 }
 
@@ -93,6 +102,7 @@ export function policyPatchToHash(patch: PolicyPatch): Record<string, string> {
   const fields: Record<string, string> = {};
   for (const [field, value] of Object.entries(patch.rate_limits ?? {})) fields[field] = numberOrEmpty(value);
   for (const [field, value] of Object.entries(patch.ceilings ?? {})) fields[CEILING + field] = numberOrEmpty(value);
+  if (patch.priority !== undefined) fields.priority = patch.priority ?? '';
   return fields;
 }
 
@@ -103,7 +113,7 @@ export function projectToHash(project: ProjectRecord): Record<string, string> {
     environment: project.environment ?? '',
     created_at: project.created_at,
     updated_at: project.updated_at,
-    ...policyPatchToHash({ rate_limits: project.rate_limits, ceilings: project.ceilings }),
+    ...policyPatchToHash({ rate_limits: project.rate_limits, ceilings: project.ceilings, priority: project.priority }),
   };
 }
 
@@ -136,6 +146,7 @@ export function projectFromHash(hash: Record<string, string>): ProjectRecord | n
     updated_at: hash.updated_at!,
     rate_limits: policyFromHash(hash),
     ceilings: ceilingsFromHash(hash),
+    priority: priorityOrNull(hash.priority),
   };
 }
 
