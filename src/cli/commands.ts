@@ -25,6 +25,7 @@ interface ApiKey {
   metadata?: Record<string, string>;
   rate_limits?: Record<RateLimitField, number | null>;
   budgets?: Record<BudgetField, number | null>;
+  priority?: string | null;
   /** GET /v1/api-keys/{id} only: the key's budgets in the current UTC day and month. */
   usage?: { day: string; month: string; used: Record<BudgetField, number | null>; remaining: Record<BudgetField, number | null> };
 }
@@ -59,6 +60,7 @@ interface Project {
   environment: string | null;
   created_at: string;
   rate_limits?: { requests_per_minute: number; burst_limit: number };
+  priority?: string | null;
   api_key?: ApiKey;
   key_count?: number;
   [field: string]: unknown;
@@ -120,6 +122,14 @@ export const USAGE_BUCKET_WIDTHS = ['1m', '1h', '1d'] as const;
 /** What the admin webhook routes take (src/routes/admin/admin-webhooks.ts): checked here to name the flag. */
 export const WEBHOOK_FORMATS = ['standard', 'slack'] as const;
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+/** A key's or project's queue priority (PrioritySchema in src/routes/management/api-key-view.ts). */
+export const PRIORITIES = ['high', 'normal', 'low'] as const;
+
+/** --priority high|normal|low; with `clearable`, `none` is null: a key follows its project, a project is normal. */
+function priorityFlag(flags: Flags, clearable: boolean): string | null | undefined {
+  if (clearable && flags.priority === 'none') return null;
+  return choiceFlag(flags, 'priority', clearable ? [...PRIORITIES, 'none'] : PRIORITIES);
+}
 
 function choiceFlag<T extends string>(flags: Flags, name: string, allowed: readonly T[]): T | undefined {
   const raw = flags[name];
@@ -201,6 +211,7 @@ function keyFields(flags: Flags, clearable: boolean) {
     metadata: metadataFlag(flags),
     rate_limits: limitGroup(flags, RATE_LIMIT_FLAGS, clearable),
     budgets: limitGroup(flags, BUDGET_FLAGS, clearable),
+    priority: priorityFlag(flags, clearable),
   };
 }
 
@@ -223,6 +234,7 @@ const keyLines = (key: ApiKey) =>
     `  expires_at: ${key.expires_at ?? '-'}`,
     `  limits:     ${limitsLine(key.rate_limits)}`,
     `  budgets:    ${limitsLine(key.budgets)}`,
+    `  priority:   ${key.priority ?? "the project's"}`,
   ].join('\n') + '\n';
 
 /** What GET /v1/api-keys/{id} adds: each budget's limit, use and what is left in the current UTC periods. */
@@ -258,6 +270,7 @@ const projectLines = (project: Project) =>
     `  environment: ${project.environment ?? '-'}`,
     `  created_at:  ${project.created_at}`,
     project.rate_limits ? `  rate limits: ${project.rate_limits.requests_per_minute}/min, burst ${project.rate_limits.burst_limit}` : undefined,
+    project.priority !== undefined ? `  priority:    ${project.priority ?? 'normal (default)'}` : undefined,
     project.key_count !== undefined ? `  keys:        ${project.key_count}` : undefined,
   ]
     .filter((line) => line !== undefined)
@@ -301,6 +314,7 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
       environment: stringFlag(flags, 'environment'),
       requests_per_minute: integerFlag(flags, 'requests-per-minute'),
       burst_limit: integerFlag(flags, 'burst-limit'),
+      priority: priorityFlag(flags, false),
     };
     const project = await context.client.call<Project>('admin', 'POST', '/admin/v1/projects', body);
     show(context, project, () => `${projectLines(project)}first API key ${project.api_key!.id} (default)\n${secretLines(project.api_key!)}`);
@@ -326,6 +340,15 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
     const id = arg(context, 0, 'project_id');
     const project = await context.client.call<Project>('admin', 'GET', `/admin/v1/projects/${encodeURIComponent(id)}`);
     show(context, project, () => projectLines(project));
+  },
+
+  // The admin's project settings (PATCH /admin/v1/projects/{id}): its queue priority.
+  async 'projects update'(context) {
+    const id = arg(context, 0, 'project_id');
+    const priority = priorityFlag(context.flags, true);
+    if (priority === undefined) throw new CliError('projects update needs a change: --priority', 2);
+    const project = await context.client.call<Project>('admin', 'PATCH', `/admin/v1/projects/${encodeURIComponent(id)}`, { priority });
+    show(context, project, () => `updated ${projectLines(project)}`);
   },
 
   async 'projects delete'(context) {
@@ -360,7 +383,7 @@ export const commands: Record<string, (context: CommandContext) => Promise<void>
     const body = { name: stringFlag(context.flags, 'name'), ...keyFields(context.flags, true), expires_at: expires === 'never' ? null : expires };
     if (Object.values(body).every((value) => value === undefined)) {
       const limits = KEY_LIMIT_FLAGS.map((name) => `--${name}`).join(', ');
-      throw new CliError(`keys update needs a change: --name, --scope, --model, --all-models, --metadata, --expires-at, ${limits}`, 2);
+      throw new CliError(`keys update needs a change: --name, --scope, --model, --all-models, --metadata, --expires-at, --priority, ${limits}`, 2);
     }
     const key = await context.client.call<ApiKey>('project', 'PATCH', `/v1/api-keys/${encodeURIComponent(keyId)}`, body);
     show(context, key, () => `updated ${keyLines(key)}`);

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { commands, DELIVERY_STATUSES, type Flags, USAGE_BUCKET_WIDTHS, WEBHOOK_FORMATS } from './commands.js';
+import { commands, DELIVERY_STATUSES, type Flags, PRIORITIES, USAGE_BUCKET_WIDTHS, WEBHOOK_FORMATS } from './commands.js';
 import { CliError, GatewayClient } from './gateway-client.js';
 import { redactUrls } from './redact.js';
 
@@ -9,12 +9,14 @@ usage: nova-gateway [--url URL] [--admin-token TOKEN] [--api-key KEY] [--json] <
 
 admin token (--admin-token or NOVA_ADMIN_TOKEN):
   projects create <name> [--environment ENV] [--requests-per-minute N] [--burst-limit N]
+                  [--priority ${PRIORITIES.join('|')}]
   projects list [--limit N] [--cursor C]
   projects get <project_id>
+  projects update <project_id> --priority ${PRIORITIES.join('|')}|none   (none: back to normal)
   projects delete <project_id> --yes
   keys create <project_id> <name> [--scope S]... [--model M]... [--metadata K=V]... [--expires-at ISO]
-              [KEY LIMITS]
-    (with only --api-key: created by that key, with its scopes, models and limits unless given)
+              [--priority ${PRIORITIES.join('|')}] [KEY LIMITS]
+    (with only --api-key: created by that key, with its scopes, models, limits and priority unless given)
   webhooks list <project_id>
   webhooks add <project_id> <webhook_url> [--format ${WEBHOOK_FORMATS.join('|')}] [--threshold F]...
   webhooks remove <project_id> <webhook_id>
@@ -24,11 +26,15 @@ the project's API key (--api-key or NOVA_API_KEY):
   keys list <project_id> [--limit N] [--cursor C]
   keys get <api_key_id>            (with its budgets' use and what is left today and this month)
   keys update <api_key_id> [--name N] [--scope S]... [--model M]... [--all-models] [--metadata K=V]...
-              [--expires-at ISO|never] [KEY LIMITS, each also none: remove it]
+              [--expires-at ISO|never] [--priority ${PRIORITIES.join('|')}|none] [KEY LIMITS, each also none: remove it]
   keys rotate <api_key_id> [--grace-period SECONDS] [--reason TEXT]
   keys revoke <api_key_id>
   policy set <project_id> [--requests-per-minute N] [--burst-limit N]
   usage <project_id> [--start-time ISO] [--end-time ISO] [--bucket-width ${USAGE_BUCKET_WIDTHS.join('|')}]
+
+--priority: a key's or project's place in a busy model's queue. A key without one (none) follows
+its project's; a project without one is normal. A key without project:write gives only normal or
+low; a key created by a key has its creator's unless given, one created by the admin its project's.
 
 KEY LIMITS, the key's own (its project's still apply):
   --requests-per-minute N  --burst-limit N  --tokens-per-minute N  --max-concurrent-requests N
@@ -69,6 +75,7 @@ const OPTIONS = {
   format: { type: 'string' },
   threshold: { type: 'string', multiple: true },
   status: { type: 'string' },
+  priority: { type: 'string' },
 } as const;
 
 export interface CliIo {

@@ -190,6 +190,44 @@ describe('nova-gateway CLI against the running gateway', () => {
     expect(zero.stderr).toContain('param: rate_limits.requests_per_minute');
   }, CLI_STEPS_TIMEOUT_MS);
 
+  it('--priority on projects create / update and keys create / update; none clears it', async () => {
+    const created = await cli(['projects', 'create', 'cli priority', '--priority', 'high', '--json'], admin);
+    expect(created.code, created.stderr).toBe(0);
+    const project = JSON.parse(created.stdout);
+    expect(project.priority).toBe('high');
+    const root = { NOVA_URL: gateway.url, NOVA_API_KEY: project.api_key.secret };
+    const lowered = await cli(['projects', 'update', project.id, '--priority', 'low'], admin);
+    expect(lowered.code, lowered.stderr).toBe(0);
+    expect(lowered.stdout).toContain('  priority:    low\n');
+    expect((await cli(['projects', 'update', project.id, '--priority', 'none'], admin)).stdout).toContain('  priority:    normal (default)\n');
+
+    const key = JSON.parse((await cli(['keys', 'create', project.id, 'batch', '--priority', 'low', '--json'], admin)).stdout);
+    expect(key.priority).toBe('low');
+    const raised = await cli(['keys', 'update', key.id, '--priority', 'high'], root);
+    expect(raised.code, raised.stderr).toBe(0);
+    expect(raised.stdout).toContain('  priority:   high\n');
+    const cleared = await cli(['keys', 'update', key.id, '--priority', 'none'], root);
+    expect(cleared.stdout).toContain("  priority:   the project's\n");
+    // A key without project:write may not raise a key: the gateway names the field.
+    const worker = JSON.parse((await cli(['keys', 'create', project.id, 'worker', '--scope', 'keys:write', '--scope', 'keys:read', '--json'], root)).stdout);
+    const refused = await cli(['keys', 'update', key.id, '--priority', 'high'], { NOVA_URL: gateway.url, NOVA_API_KEY: worker.secret });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('param: priority');
+
+    const port = await freePort();
+    const nowhere = { NOVA_URL: `http://127.0.0.1:${port}`, NOVA_ADMIN_TOKEN: ADMIN_TOKEN, NOVA_API_KEY: 'nova_sk_x' };
+    const bad = await Promise.all([
+      cli(['keys', 'create', 'proj_x', 'k', '--priority', 'none'], nowhere),
+      cli(['keys', 'update', 'key_x', '--priority', 'urgent'], nowhere),
+      cli(['projects', 'update', 'proj_x'], nowhere),
+    ]);
+    expect(bad.map((run) => [run.code, run.stderr])).toEqual([
+      [2, 'nova-gateway: --priority must be one of high, normal, low (got "none")\n'],
+      [2, 'nova-gateway: --priority must be one of high, normal, low, none (got "urgent")\n'],
+      [2, 'nova-gateway: projects update needs a change: --priority\n'],
+    ]);
+  }, CLI_STEPS_TIMEOUT_MS);
+
   it('refuses a bad limit value before any request, naming the flag (exit 2)', async () => {
     const port = await freePort();
     const nowhere = { NOVA_URL: `http://127.0.0.1:${port}`, NOVA_ADMIN_TOKEN: ADMIN_TOKEN, NOVA_API_KEY: 'nova_sk_x' };
