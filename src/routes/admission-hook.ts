@@ -37,6 +37,7 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (speaksAnthropic(request)) reply.headers(anthropicRateLimitHeaders(decision, ctx.now()));
     if (!decision.allowed) throw refusal(decision, charge, ctx.now(), keyId);
+    request.projectPriority = decision.priority ?? null;
     const metrics = ctx.metrics.quota;
     metrics.requestInFlight(projectId, true);
     const held = decision.reservation ? new QuotaReservation(ctx.admission, projectId, decision.reservation, charge) : null;

@@ -7,7 +7,7 @@ import type { ManagementLimit } from '../quota/management-limit.js';
 import type { QuotaReservation } from '../quota/quota-reservation.js';
 import type { Charge, RequestCharges } from '../quota/request-charge.js';
 import type { UsageMeter } from '../quota/usage-meter.js';
-import type { Store } from '../store/types.js';
+import type { Priority, Store } from '../store/types.js';
 import type { AuthenticatedKey } from '../auth/key-access.js';
 import type { ModelCallContext } from '../model-call/model-call-context.js';
 import type { Alerts } from '../alerts/alerts.js';
@@ -47,5 +47,7 @@ declare module 'fastify' {
     reservation: QuotaReservation | null;
     /** What an admitted model request was charged at admission: what it is charged when its usage cannot be (src/model-call/model-call.ts). */
     charge: Charge | null;
+    /** The project's queue priority, read by admission with its policy (null: none, normal). */
+    projectPriority: Priority | null;
   }
 }

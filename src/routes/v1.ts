@@ -24,6 +24,7 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   app.decorateRequest('principal', null);
   app.decorateRequest('reservation', null);
   app.decorateRequest('charge', null);
+  app.decorateRequest('projectPriority', null);
   // Model routes take long agent sessions (a coding agent's history grows each turn): their own body limit.
   app.addHook('onRoute', (route) => {
     if (route.config?.modelCall?.traffic === 'model' && route.bodyLimit === undefined) route.bodyLimit = ctx.config.server.model_body_limit_bytes;

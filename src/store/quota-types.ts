@@ -1,4 +1,4 @@
-import type { RateLimitPolicy } from './policy.js';
+import type { Priority, RateLimitPolicy } from './policy.js';
 
 /** Rate-limit and usage parts of the Store (docs/limits-and-usage.md). */
 
@@ -144,6 +144,8 @@ export interface AdmissionDecision extends WindowFigures {
   key?: LevelFigures | null;
   /** Admitted: what to settle when the request ends (null: nothing to settle). */
   reservation: Reservation | null;
+  /** The project's queue priority, read with its policy (null or absent: none). */
+  priority?: Priority | null;
 }
 
 /** Whether an admitted request holds anything to give back or correct when it ends. */

@@ -1,5 +1,5 @@
 import { needsSettling, NO_KEY_LIMITS, type KeyBudgetUsed, type KeyLimits, type KeyReservation, type AdmissionDecision, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
-import type { RateLimitPolicy } from '../types.js';
+import type { Priority, RateLimitPolicy } from '../types.js';
 import type { BudgetCorrection } from '../usage-types.js';
 import type { AlertEvent } from '../alert-types.js';
 import { createHash } from 'node:crypto';
@@ -53,6 +53,8 @@ export class MemoryQuotaStore implements QuotaStore {
     /** A key's own limits as its record holds them now; undefined: none. */
     private readonly keyLimitsOf: (projectId: string, keyId: string) => KeyLimits | undefined = () => undefined,
     private readonly crossings?: CrossingSink,
+    /** The project's queue priority, returned with each decision as quota-batch.lua returns it. */
+    private readonly priorityOf: (projectId: string) => Priority | null = () => null,
   ) {}
 
   async admit(projectId: string, settings: AdmissionSettings, request: AdmissionRequest): Promise<AdmissionDecision> {
@@ -98,6 +100,7 @@ export class MemoryQuotaStore implements QuotaStore {
       retryAfterMs: level === 'key' ? keyFigures!.retryAfterMs : figures.retryAfterMs,
       key: keyFigures ? { policy: limits!, ...keyFigures } : null,
       reservation: level === null && needsSettling(reservation) ? reservation : null,
+      priority: this.priorityOf(projectId),
     };
   }
 

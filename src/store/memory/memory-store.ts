@@ -53,6 +53,7 @@ export class MemoryStore implements Store {
       thresholdsOf: (projectId) => this.alerts.ownThresholds(projectId),
       emit: (event) => void this.alerts.appendOnce(`crossing:${event.id}`, CROSSING_MARKER_MS, event),
     },
+    (projectId) => this.projectsById.get(projectId)?.priority ?? null,
   );
   readonly usage = new MemoryUsageStore(Date.now, (projectId, corrections) => this.quota.correctBudgets(projectId, corrections));
   readonly conversations = new MemoryConversationStore(

@@ -62,7 +62,8 @@
 --     taken; absent when not), day, month (the budget periods charged), level ('project' or 'key'
 --     when refused; refusedBy is then the project's, or absent and in key), key (a key level's own
 --     decision, the same fields)};
---   keyPolicies: [{k, policy}] of the key levels admitted on (burst_limit as the record holds it).
+--   keyPolicies: [{k, policy}] of the key levels admitted on (burst_limit as the record holds it);
+--   priority: the project's queue priority, when its hash holds one.
 -- cjson writes numbers with 14 significant digits: every number in the reply stays below 10^13.
 --
 -- Settling: each charge becomes the real usage where it still counts: in its sub-window while
@@ -432,12 +433,16 @@ local function policyOf(L)
 end
 
 local POLICY = {'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost'}
+local POLICY_AND_PRIORITY = {'requests_per_minute', 'burst_limit', 'tokens_per_minute', 'max_concurrent_requests', 'daily_tokens', 'monthly_tokens', 'monthly_cost', 'priority'}
 local reply = {now = int(now)}
 if Q.lateAfter and now > Q.lateAfter and #Q.admissions > 0 then
   reply.late = true
 elseif #Q.admissions > 0 then
   local decisions = {}
-  prepare(project, redis.call('HMGET', project.record, unpack(POLICY)), Q.defaultRequestsPerMinute, Q.defaultBurstLimit)
+  -- the policy, then the project's queue priority (read here: no other call on the request path)
+  local projectFields = redis.call('HMGET', project.record, unpack(POLICY_AND_PRIORITY))
+  if projectFields[8] then reply.priority = projectFields[8] end
+  prepare(project, projectFields, Q.defaultRequestsPerMinute, Q.defaultBurstLimit)
   -- a key's limits from its record (read now: a PATCH applies to the next request); a key without
   -- a request rate has no burst either
   local prepared = {}

@@ -1,7 +1,7 @@
 import { Cluster } from 'ioredis';
 import { randomBase62 } from '../../core/ids.js';
 import { needsSettling, type AdmissionDecision, type KeyReservation, type WindowFigures, type KeyBudgetUsed, type KeyLimits, type LevelFigures, type LimitLevel, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
-import type { RateLimitPolicy } from '../policy.js';
+import type { Priority, RateLimitPolicy } from '../policy.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
 import { guard } from './guard.js';
@@ -51,6 +51,7 @@ interface BatchReply {
   /** The limits of each key level the call admitted on. */
   keyPolicies?: Array<{ k: number; policy: Record<keyof RateLimitPolicy, number | string | null> }>;
   decisions: DecisionReply[];
+  priority?: Priority;
 }
 
 /** A decision as the script returns it: the window figures as decided, and flags for what it charged. */
@@ -322,7 +323,7 @@ export class RedisQuotaStore implements QuotaStore {
       return;
     }
     batch.done();
-    const { now, late, outbox, slot, policy: stored, keyPolicies, decisions } = JSON.parse(reply) as BatchReply;
+    const { now, late, outbox, slot, policy: stored, keyPolicies, decisions, priority } = JSON.parse(reply) as BatchReply;
     this.clock.observe(sentAt, Number(now) - sentAt);
     if (outbox) this.drainOutbox(projectId);
     if (admissions.length === 0) return;
@@ -347,7 +348,7 @@ export class RedisQuotaStore implements QuotaStore {
     admissions.forEach((waiting, index) => {
       const keyId = waiting.request.keyId;
       const limits = keyId === undefined ? undefined : keyLimits.get(batch.keyIndex(keyId));
-      waiting.resolve(decisionOf(decisions[index]!, policy, Number(slot), waiting.request, limits));
+      waiting.resolve({ ...decisionOf(decisions[index]!, policy, Number(slot), waiting.request, limits), priority: priority ?? null });
     });
   }
 }
