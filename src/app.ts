@@ -125,7 +125,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       config.rate_limits.management_requests_per_minute,
     ),
     charges: new RequestCharges(config),
-    models: new ModelRegistry(config.models, deps.env ?? process.env),
+    models: new ModelRegistry(config.models, deps.env ?? process.env, {
+      ...metrics.modelTraffic.fleetObserver,
+      ejected: (model, upstream) => {
+        metrics.modelTraffic.fleetObserver.ejected(model, upstream);
+        app.log.warn({ model, upstream }, 'upstream target ejected');
+      },
+    }),
     alerts: new Alerts({ config, store, now, env: deps.env ?? process.env, onError: storeFailed('webhook alerts') }).start(),
   };
   app.addHook('onClose', async () => {

@@ -53,8 +53,11 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     if (model.api !== undefined && model.provider === 'echo') {
       throw new ConfigError(`config field "${at}.api" applies to an upstream, not to the echo provider`);
     }
-    if ((model.provider === undefined) === (model.upstream === undefined)) {
-      throw new ConfigError(`config field "${at}" must set exactly one of "provider" or "upstream"`);
+    if ([model.provider, model.upstream, model.targets].filter((set) => set !== undefined).length !== 1) {
+      throw new ConfigError(`config field "${at}" must set exactly one of "provider", "upstream" or "targets"`);
+    }
+    if (model.provider === 'echo' && (model.balance ?? model.health ?? model.queue ?? model.priority_param) !== undefined) {
+      throw new ConfigError(`config field "${at}" sets balance, health, queue or priority_param, which apply to "targets", not to the echo provider`);
     }
     if (model.upstream !== undefined) {
       try {
@@ -69,21 +72,21 @@ export function validateConfig(input: unknown, env: NodeJS.ProcessEnv = process.
     if (model.provider === 'echo' && model.endpoints?.some((endpoint) => endpoint !== 'chat' && endpoint !== 'messages')) {
       throw new ConfigError(`config field "${at}.endpoints" may only list "chat" and "messages" for the echo provider`);
     }
-    if (model.fallbacks?.length && model.upstream === undefined) {
-      throw new ConfigError(`config field "${at}.fallbacks" needs "upstream": the echo provider has no fallbacks`);
+    if (model.fallbacks?.length && model.provider === 'echo') {
+      throw new ConfigError(`config field "${at}.fallbacks" needs "upstream" or "targets": the echo provider has no fallbacks`);
     }
-    model.fallbacks?.forEach((fallback, n) => {
+    const checkTarget = (target: { upstream: string; api_key_env?: string }, field: string) => {
       try {
-        new URL(fallback.upstream);
+        new URL(target.upstream);
       } catch {
-        throw new ConfigError(`config field "${at}.fallbacks[${n}].upstream" is not a valid URL`);
+        throw new ConfigError(`config field "${at}.${field}.upstream" is not a valid URL`);
       }
-      if (fallback.api_key_env !== undefined && !env[fallback.api_key_env]) {
-        throw new ConfigError(
-          `config field "${at}.fallbacks[${n}].api_key_env" names the environment variable ${fallback.api_key_env}, which is not set`,
-        );
+      if (target.api_key_env !== undefined && !env[target.api_key_env]) {
+        throw new ConfigError(`config field "${at}.${field}.api_key_env" names the environment variable ${target.api_key_env}, which is not set`);
       }
-    });
+    };
+    model.targets?.forEach((target, n) => checkTarget(target, `targets[${n}]`));
+    model.fallbacks?.forEach((fallback, n) => checkTarget(fallback, `fallbacks[${n}]`));
   });
   filled.models.forEach((model, index) => {
     model.aliases?.forEach((alias, n) => {

@@ -99,11 +99,46 @@ export const FallbackTargetSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** One of a model's equal targets (DESIGN.md section 10): balanced, health-checked, capped per replica. */
+export const FleetTargetSchema = Type.Object(
+  {
+    ...FallbackTargetSchema.properties,
+    weight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    /** Requests in flight from this replica to this target; beyond it a request waits in the model's queue. */
+    max_concurrent: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+  },
+  { additionalProperties: false },
+);
+
 export const ModelConfigSchema = Type.Object(
   {
     id: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' }),
     provider: Type.Optional(Type.Literal('echo')),
     upstream: Type.Optional(Type.String({ pattern: '^https?://' })),
+    targets: Type.Optional(Type.Array(FleetTargetSchema, { minItems: 1, maxItems: 64 })),
+    balance: Type.Optional(Type.Union([Type.Literal('least_outstanding'), Type.Literal('weighted_round_robin')])),
+    health: Type.Optional(
+      Type.Object(
+        {
+          eject_after_failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+          eject_seconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3600 })),
+          // A path on the target's origin, answered 2xx when it is up: `/health`.
+          probe: Type.Optional(Type.String({ pattern: '^/', maxLength: 512 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    queue: Type.Optional(
+      Type.Object(
+        {
+          max_wait_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+          max_depth: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Sends the request's priority to the upstream as vLLM's `priority` field (lower is sooner). */
+    priority_param: Type.Optional(Type.Boolean()),
     upstream_model: Type.Optional(Type.String({ minLength: 1 })),
     api_key_env: Type.Optional(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })),
     // Every target of a model speaks the same API.
@@ -337,6 +372,7 @@ export type RawGatewayConfig = Static<typeof GatewayConfigSchema>;
 export type FilledGatewayConfig = Static<Filled<typeof GatewayConfigSchema>>;
 export type ModelConfig = Static<typeof ModelConfigSchema>;
 export type FallbackTargetConfig = Static<typeof FallbackTargetSchema>;
+export type FleetTargetConfig = Static<typeof FleetTargetSchema>;
 export type ModelEndpointName = Static<typeof ModelEndpoint>;
 export type RateLimitPolicyConfig = Static<typeof RateLimitPolicy>;
 export type CeilingsConfig = Static<typeof CeilingsSchema>;

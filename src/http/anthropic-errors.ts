@@ -18,9 +18,14 @@ export function speaksAnthropic(request: FastifyRequest): boolean {
   return request.headers['anthropic-version'] !== undefined && request.url.startsWith('/v1/');
 }
 
+/** The status of a gateway error in Anthropic's terms: backends too busy to take a request are overloaded (529), as Anthropic's own answer. */
+export function anthropicStatus(error: ApiError): number {
+  return error.code === 'upstream_busy' ? 529 : error.statusCode;
+}
+
 /** Anthropic's error type of a gateway error: the SDKs pick their class by status, tools by type. */
 export function anthropicErrorType(error: ApiError): string {
-  switch (error.statusCode) {
+  switch (anthropicStatus(error)) {
     case 400:
     case 408:
     case 422:

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError, internalError, invalidParameter, payloadTooLarge, resourceNotFound, storeUnavailable } from './errors.js';
 import { describeValidationError, paramOf } from './validation.js';
 import { StoreUnavailableError } from '../store/types.js';
-import { anthropicErrorBody, speaksAnthropic } from './anthropic-errors.js';
+import { anthropicErrorBody, anthropicStatus, speaksAnthropic } from './anthropic-errors.js';
 
 const CONTENT_TYPE_CODES = new Set(['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'FST_ERR_CTP_INVALID_TYPE', 'FST_ERR_CTP_INVALID_CONTENT_LENGTH']);
 
@@ -37,9 +37,10 @@ export function installErrorHandling(app: FastifyInstance, bodyLimit: number): v
     } else if (apiError.statusCode >= 500 && !(error instanceof ApiError)) {
       request.log.error({ err: error }, 'request failed');
     }
-    reply.code(apiError.statusCode).headers(apiError.headers);
+    const anthropic = speaksAnthropic(request);
+    reply.code(anthropic ? anthropicStatus(apiError) : apiError.statusCode).headers(apiError.headers);
     // Anthropic's shape is sent as written: a route's response schemas describe OpenAI's error shape.
-    if (speaksAnthropic(request)) reply.type('application/json').send(JSON.stringify(anthropicErrorBody(apiError, request.id)));
+    if (anthropic) reply.type('application/json').send(JSON.stringify(anthropicErrorBody(apiError, request.id)));
     else reply.send(apiError.toBody());
   });
   app.setNotFoundHandler((request, reply) => {

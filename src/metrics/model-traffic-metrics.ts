@@ -21,6 +21,11 @@ export class ModelTrafficMetrics {
   readonly backgroundResponses: Counter<'gen_ai_request_model' | 'outcome'>;
   /** Requests whose usage could not be charged and that were charged their reservation, by why. */
   readonly chargedAsReserved: Counter<'gen_ai_request_model' | 'reason'>;
+  /** Model fleets (src/model-call/target-fleet.ts): queue depth and wait, requests in flight per target, ejections. */
+  readonly queueDepth: Gauge<'gen_ai_request_model'>;
+  readonly queueWait: Histogram<'gen_ai_request_model'>;
+  readonly targetInFlight: Gauge<'gen_ai_request_model' | 'upstream'>;
+  readonly ejections: Counter<'gen_ai_request_model' | 'upstream'>;
 
   constructor(registry: Registry) {
     this.tokenUsage = new Histogram({
@@ -81,5 +86,48 @@ export class ModelTrafficMetrics {
       help: 'Streaming chat completions in progress.',
       registers: [registry],
     });
+    this.queueDepth = new Gauge({
+      name: 'nova_model_queue_depth',
+      help: "Requests waiting on this replica for room at one of the model's targets (every target at max_concurrent).",
+      labelNames: ['gen_ai_request_model'],
+      registers: [registry],
+    });
+    this.queueWait = new Histogram({
+      name: 'nova_model_queue_wait_seconds',
+      help: 'Time a request waited in the model queue before a target took it (requests that left or were refused not included).',
+      labelNames: ['gen_ai_request_model'],
+      buckets: SECONDS,
+      registers: [registry],
+    });
+    this.targetInFlight = new Gauge({
+      name: 'nova_upstream_in_flight',
+      help: "Requests in flight from this replica to each of a model's targets, by target host.",
+      labelNames: ['gen_ai_request_model', 'upstream'],
+      registers: [registry],
+    });
+    this.ejections = new Counter({
+      name: 'nova_upstream_ejections_total',
+      help: 'Times a target was taken out of service after eject_after_failures failures in a row (connection errors, timeouts, 5xx).',
+      labelNames: ['gen_ai_request_model', 'upstream'],
+      registers: [registry],
+    });
   }
+
+  /** What a model fleet reports, as these metrics. */
+  get fleetObserver(): FleetObserver {
+    return {
+      queueDepth: (model, depth) => this.queueDepth.set({ gen_ai_request_model: model }, depth),
+      queueWait: (model, seconds) => this.queueWait.observe({ gen_ai_request_model: model }, seconds),
+      inFlight: (model, upstream, count) => this.targetInFlight.set({ gen_ai_request_model: model, upstream }, count),
+      ejected: (model, upstream) => this.ejections.inc({ gen_ai_request_model: model, upstream }),
+    };
+  }
+}
+
+/** What a model fleet tells the metrics: bounded labels only (model ids and target hosts from the config). */
+export interface FleetObserver {
+  queueDepth(model: string, depth: number): void;
+  queueWait(model: string, seconds: number): void;
+  inFlight(model: string, upstream: string, count: number): void;
+  ejected(model: string, upstream: string): void;
 }

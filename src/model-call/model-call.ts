@@ -12,6 +12,7 @@ import { CallSignal } from './call-signal.js';
 import { ClientGone } from './upstream-errors.js';
 import { modelCallFactsOf } from './route-facts.js';
 import { ByteToken } from '../core/json-bytes.js';
+import { ticketOf, type TargetLease } from './target-fleet.js';
 
 /**
  * What a finished call is charged for: the usage the upstream reported; 'missing' / 'invalid'
@@ -23,6 +24,8 @@ export type Metered = ReportedUsage | 'client_closed' | 'nothing';
 
 const AS_RESERVED = { missing: 'usage_missing', invalid: 'usage_invalid', client_closed: 'client_closed' } as const;
 const NOTHING: TokenUsage = { prompt_tokens: 0, completion_tokens: 0 };
+/** vLLM's priority scheduling serves lower values first; 0 is its default. */
+const VLLM_PRIORITY = { high: -1, normal: 0, low: 1 } as const;
 
 export interface CallOutcome {
   outcome: string;
@@ -48,6 +51,8 @@ export class ModelCall {
   private sent = false;
   /** An upstream answered with a reply (its headers): a reply that breaks off after this was worked on. */
   private replied = false;
+  /** The hold on the target that answered, released when the call finishes. */
+  private lease: TargetLease<Target> | undefined;
   /** The model id answers name, as a JSON string literal: the name the client sent (an alias, or the id). */
   readonly answerModel: ByteToken;
 
@@ -90,12 +95,15 @@ export class ModelCall {
     };
     const path = upstream.path ?? this.operation.path;
     this.sent = true;
+    // A pinned list (a stored response's target) goes as given, past the fleet.
     const sent = await requestWithFallback(
-      targets === this.model.targets ? this.model : { ...this.model, targets },
-      (target) => callTarget(target, path, this.model.id, this.bounded(bodyFor(this.upstreamModelOf(target))), options),
+      targets === this.model.targets ? this.model : { targets, fleet: null },
+      (target) => callTarget(target, path, this.model.id, this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target)))), options),
       options,
       this.fallbackEvents,
+      ticketOf(this.request),
     );
+    this.lease = sent.attempt.lease;
     this.replied = true;
     return sent;
   }
@@ -121,6 +129,12 @@ export class ModelCall {
       }
       throw error;
     }
+  }
+
+  /** With `priority_param`, the request's priority as vLLM's `priority` field (lower is sooner). */
+  private withPriority(body: Record<string, unknown>): Record<string, unknown> {
+    if (this.model.priorityParam) body.priority = VLLM_PRIORITY[ticketOf(this.request).priority];
+    return body;
   }
 
   /** The body with the output limit the reservation assumed when the client named none: what the upstream may produce is bounded. */
@@ -178,6 +192,8 @@ export class ModelCall {
   finish(outcome: CallOutcome): TokenUsage {
     if (this.finished) return NOTHING;
     this.finished = true;
+    // The target's slot frees for the next request (a reply that started is not a health failure).
+    this.lease?.release(false);
     const charged = this.chargedTokens(outcome.usage);
     const result = { ...outcome, promptTokens: charged.prompt_tokens, completionTokens: charged.completion_tokens };
     // Reported usage is costed at the prices of the target that served it, its cached and cache-write

@@ -1,12 +1,18 @@
 import { Pool } from 'undici';
 import { ApiError, modelNotFound } from '../http/errors.js';
-import type { AuthHeaderName, FallbackTargetConfig, ModelConfig, ModelEndpointName, UpstreamApiName } from '../config/schema.js';
+import type { AuthHeaderName, FallbackTargetConfig, FleetTargetConfig, ModelConfig, ModelEndpointName, UpstreamApiName } from '../config/schema.js';
 import { ModelNames } from '../core/model-names.js';
 import { pricingFrom, type Pricing } from '../core/pricing.js';
 import { ByteToken } from '../core/json-bytes.js';
+import { TargetFleet } from './target-fleet.js';
+import type { FleetObserver } from '../metrics/model-traffic-metrics.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_MS = 30_000;
+/** A health probe answers within this, or counts as down. */
+const PROBE_TIMEOUT_MS = 5000;
+/** `health` and `queue` when a model sets none (DESIGN.md section 10). */
+const FLEET_DEFAULTS = { eject_after_failures: 5, eject_seconds: 10, max_wait_ms: 30_000, max_depth: 1000 };
 
 /** An OpenAI-compatible backend: one keep-alive pool per origin, shared by every model that uses it. */
 export interface HttpTarget {
@@ -43,8 +49,12 @@ export interface RegisteredModel {
   api: UpstreamApiName;
   contextWindow: number | null;
   maxOutputTokens: number | null;
-  /** The primary target first, then the fallbacks in order. */
+  /** The primary targets first (the fleet's), then the fallbacks in order. */
   targets: Target[];
+  /** Its equal targets (`upstream`, or `targets`): balanced, health-checked, capped; null for the echo provider. */
+  fleet: TargetFleet<HttpTarget> | null;
+  /** Sends the request's priority as vLLM's `priority` field. */
+  priorityParam: boolean;
 }
 
 
@@ -68,6 +78,13 @@ export function upstreamPath(target: HttpTarget, route: string): string {
   return `${target.basePath}${route.slice(0, query)}${target.search ? `${target.search}&${own}` : `?${own}`}`;
 }
 
+/** GETs a health probe path on the target's origin: up when it answers 2xx in time. */
+async function probeTarget(target: HttpTarget, path: string): Promise<boolean> {
+  const response = await target.pool.request({ method: 'GET', path, headersTimeout: PROBE_TIMEOUT_MS, bodyTimeout: PROBE_TIMEOUT_MS });
+  await response.body.dump();
+  return response.statusCode >= 200 && response.statusCode < 300;
+}
+
 /** The models of the config by public id, with their upstream targets resolved once at start. */
 export class ModelRegistry {
   /** When the registry was built (unix seconds): the `created` of every model in OpenAI's list. */
@@ -76,20 +93,37 @@ export class ModelRegistry {
   private readonly pools = new Map<string, Pool>();
   private readonly names: ModelNames;
 
-  constructor(models: ModelConfig[], env: NodeJS.ProcessEnv = process.env) {
+  constructor(models: ModelConfig[], env: NodeJS.ProcessEnv = process.env, observer: FleetObserver | null = null) {
     this.names = new ModelNames(models);
     for (const model of models) {
       const targets: Target[] = [];
       const api = model.api ?? 'openai';
+      let fleet: TargetFleet<HttpTarget> | null = null;
       if (model.provider === 'echo') {
         targets.push({ kind: 'echo', label: 'echo', pricing: pricingFrom(model.pricing) });
-      } else if (model.upstream !== undefined) {
-        targets.push(this.httpTarget({ ...model, upstream: model.upstream }, api, env));
-        // A fallback inherits what it does not set: the upstream model name, the timeout, the pricing, the key's header.
-        for (const fallback of model.fallbacks ?? []) {
-          const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms, pricing: model.pricing, auth_header: model.auth_header };
-          targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, api, env));
-        }
+      } else {
+        // A target or fallback inherits what it does not set: the upstream model name, the timeout, the
+        // pricing, the key's header; the key itself only an equal target (a fallback may be another provider).
+        const inherited = { upstream_model: model.upstream_model, timeout_ms: model.timeout_ms, pricing: model.pricing, auth_header: model.auth_header };
+        const equal: FleetTargetConfig[] = model.targets ?? [{ upstream: model.upstream! }];
+        const members = equal.map((target) => ({
+          target: this.httpTarget({ id: model.id, ...inherited, api_key_env: model.api_key_env, ...target }, api, env),
+          weight: target.weight ?? 1,
+          maxConcurrent: target.max_concurrent ?? null,
+        }));
+        targets.push(...members.map(({ target }) => target));
+        for (const fallback of model.fallbacks ?? []) targets.push(this.httpTarget({ id: model.id, ...inherited, ...fallback }, api, env));
+        const health = { ...FLEET_DEFAULTS, ...model.health };
+        const queue = { ...FLEET_DEFAULTS, ...model.queue };
+        const settings = {
+          balance: model.balance ?? 'least_outstanding',
+          ejectAfterFailures: health.eject_after_failures,
+          ejectMs: health.eject_seconds * 1000,
+          probe: model.health?.probe ?? null,
+          maxWaitMs: queue.max_wait_ms,
+          maxDepth: queue.max_depth,
+        } as const;
+        fleet = new TargetFleet(model.id, members, settings, observer, probeTarget);
       }
       this.models.set(model.id, {
         id: model.id,
@@ -100,6 +134,8 @@ export class ModelRegistry {
         contextWindow: model.context_window ?? null,
         maxOutputTokens: model.max_output_tokens ?? null,
         targets,
+        fleet,
+        priorityParam: model.priority_param === true,
       });
     }
   }
@@ -157,6 +193,11 @@ export class ModelRegistry {
       timeoutMs: target.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       pricing: pricingFrom(target.pricing),
     };
+  }
+
+  /** The models' equal targets by model id, for readiness and metrics. */
+  fleets(): TargetFleet<HttpTarget>[] {
+    return [...this.models.values()].flatMap((model) => (model.fleet ? [model.fleet] : []));
   }
 
   private poolFor(origin: string): Pool {

@@ -3,7 +3,8 @@ import type { ModelCallContext } from './model-call-context.js';
 import { modelNotFound, upstreamError } from '../http/errors.js';
 import { costOf } from '../core/pricing.js';
 import type { RegisteredModel, Target } from './model-registry.js';
-import { readBounded, requestWithFallback, sendToTarget, type TargetRequest } from './upstream-call.js';
+import { ticketOf } from './target-fleet.js';
+import { readBounded, requestWithFallback, sendToTarget, type Attempt, type TargetRequest } from './upstream-call.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import { CallSignal } from './call-signal.js';
 import { ClientGone, replyBrokeOff } from './upstream-errors.js';
@@ -35,14 +36,15 @@ export async function callResource(
     if (target.kind !== 'http') throw modelNotFound();
     return sendToTarget(target, requestFor(target.upstreamModel), options);
   };
-  const { response, attempt } = await requestWithFallback(model, send, options, {
-    onFallback: (failed) => traffic.fallbacks.inc({ gen_ai_request_model: model.id, from_upstream: failed.target.label }),
-    onAttemptEnd: (done, outcome) =>
-      traffic.upstreamDuration.observe(
-        { gen_ai_request_model: model.id, upstream: done.target.label, outcome },
-        (performance.now() - done.startedAt) / 1000,
-      ),
-  });
+  const events = {
+    onFallback: (failed: Attempt) => traffic.fallbacks.inc({ gen_ai_request_model: model.id, from_upstream: failed.target.label }),
+    onAttemptEnd: (done: Attempt, outcome: string) =>
+      traffic.upstreamDuration.observe({ gen_ai_request_model: model.id, upstream: done.target.label, outcome }, (performance.now() - done.startedAt) / 1000),
+  };
+  const { response, attempt } = await requestWithFallback(model, send, options, events, ticketOf(request));
+  // The target's slot is held until its reply is read or dropped.
+  const lease = attempt.lease;
+  if (lease) response.body.once('close', () => lease.release(false));
   traffic.upstreamDuration.observe(
     { gen_ai_request_model: model.id, upstream: attempt.target.label, outcome: String(response.status) },
     (performance.now() - attempt.startedAt) / 1000,

@@ -9,6 +9,7 @@ import { upstreamPath, type HttpTarget, type RegisteredModel, type Target } from
 import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } from './upstream-errors.js';
 import { sendWhole } from './whole-reply.js';
 import type { UpstreamResponse } from './upstream-response.js';
+import type { QueueTicket, TargetLease } from './target-fleet.js';
 
 export interface CallOptions {
   requestId: string;
@@ -131,10 +132,15 @@ export async function callTarget(
 
 export interface Attempt {
   target: Target;
-  /** 0 for the primary target, n for the n-th fallback. */
+  /** Its place in the model's targets: the equal targets first, then the fallbacks. */
   index: number;
   startedAt: number;
+  /** The hold on one of the model's equal targets: released by whoever finishes with the reply. */
+  lease?: TargetLease<Target>;
 }
+
+/** A request without a project of its own in the queue's turns (none today: every model call has one). */
+const UNQUEUED: QueueTicket = { projectId: '', priority: 'normal' };
 
 export interface FallbackEvents {
   /** A target failed and the next one will be tried. */
@@ -144,34 +150,50 @@ export interface FallbackEvents {
 }
 
 /**
- * Tries the model's targets in order until one answers 2xx. A failure moves on to the next
- * target only while nothing has reached the client and only when another target could help
- * (unreachable, timeout, 5xx, 429); otherwise it is thrown as the mapped ApiError.
+ * Tries the model's targets until one answers 2xx: its equal targets as the fleet picks them (a
+ * request may wait there for room, src/model-call/target-fleet.ts), then the fallbacks in order. A
+ * failure moves on only while nothing has reached the client and only when another target could
+ * help (unreachable, timeout, 5xx, 429); otherwise it is thrown as the mapped ApiError. The answer's
+ * attempt holds its fleet lease: the caller releases it when done with the reply.
  */
 export async function requestWithFallback(
-  model: RegisteredModel,
+  model: Pick<RegisteredModel, 'targets' | 'fleet'>,
   send: (target: Target) => Promise<UpstreamResponse>,
   options: Pick<CallOptions, 'signal'>,
   events: FallbackEvents,
+  ticket: QueueTicket = UNQUEUED,
 ): Promise<{ response: UpstreamResponse; attempt: Attempt }> {
+  const { targets, fleet } = model;
+  const equal = fleet?.size ?? 0;
+  const tried = new Set<number>();
+  let next = equal;
+  let fleetOpen = fleet !== null;
   let lastError: ApiError | undefined;
-  for (let index = 0; index < model.targets.length; index++) {
-    const target = model.targets[index]!;
-    const attempt: Attempt = { target, index, startedAt: performance.now() };
+  for (;;) {
+    // The fleet's pick while it has one to give, then the fallbacks in order.
+    const lease = fleetOpen ? await fleet!.acquire(ticket, tried, options.signal, targets.length > equal) : null;
+    if (lease) tried.add(lease.index);
+    else fleetOpen = false;
+    const index = lease ? lease.index : next++;
+    if (index >= targets.length) break;
+    const attempt: Attempt = { target: targets[index]!, index, startedAt: performance.now(), ...(lease ? { lease } : {}) };
     let error: ApiError;
     try {
-      const response = await send(target);
+      const response = await send(attempt.target);
       if (response.status >= 200 && response.status < 300) return { response, attempt };
       const text = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => '');
       error = mapUpstreamStatus(response.status, response.headers, text);
+      lease?.release(response.status >= 500);
       events.onAttemptEnd(attempt, String(response.status));
     } catch (failure) {
+      lease?.release(!options.signal.aborted);
       if (options.signal.aborted) throw options.signal.reason instanceof ClientGone ? options.signal.reason : failure;
       error = mapUpstreamFailure(failure);
       events.onAttemptEnd(attempt, error.code);
     }
     lastError = error;
-    if (!shouldFallBack(error) || index === model.targets.length - 1) break;
+    const more = (fleetOpen && tried.size < equal) || next < targets.length;
+    if (!shouldFallBack(error) || !more) break;
     events.onFallback(attempt, error);
   }
   throw lastError!;
