@@ -22,7 +22,8 @@
  * turn, so that the machine's slow spells hit all of them; figures are medians), BENCH_WARM_UP_SECONDS (3), BENCH_CONNECTIONS (32),
  * BENCH_HELD_STREAMS (10000, fewer when the open-file limit cannot hold two sockets per stream),
  * BENCH_HELD_INTERVAL_MS (1000) and BENCH_HELD_EVENTS (20): a held stream's pace and length,
- * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_MODES (json,stream),
+ * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_REVERSE=1 (each round in the
+ * opposite order), BENCH_MODES (json,stream),
  * BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results),
  * BENCH_RESULTS (directory of the JSON, default bench/results).
  * A/B: BENCH_B_ENV (`KEY=VALUE,...`, e.g. `LOG_LEVEL=warn` or `REDIS_URL=` for the in-memory store)
@@ -427,6 +428,9 @@ async function main() {
     { key: 'nova_get', name: 'nova GET /v1/models/bench-1 (no upstream)', pid: gateway.child.pid, usesRedis: true, get: { url: `${gateway.url}/v1/models/bench-1`, method: 'GET', headers: auth } },
   ];
   const targets = allTargets.filter(wanted);
+  // BENCH_REVERSE=1: each round measures the targets in the opposite order, to tell a target's own
+  // cost from what its place in the round costs (a same-round ratio can lean with the order).
+  if (process.env.BENCH_REVERSE === '1') targets.reverse();
 
   const results: Record<string, unknown> = {
     at: new Date().toISOString(),
