@@ -8,7 +8,7 @@
  *
  * Differences on purpose: `server.drain_timeout_ms` is left out (the chart sets the drain timeout
  * from shutdown.drainTimeoutSeconds, and sizes terminationGracePeriodSeconds from it), and a model
- * must set exactly one of `provider` and `upstream` (the gateway checks that after the schema).
+ * must set exactly one of `provider`, `upstream` and `targets` (the gateway checks that after the schema).
  *
  * The schema's `default` annotations are kept: the chart passes `config` to the gateway as it is,
  * so they are the values the gateway uses for a field left out (helm itself ignores them).
@@ -38,10 +38,8 @@ function chartConfigSchema(): Json {
   const server = at(schema, 'properties', 'server', 'properties');
   delete server.drain_timeout_ms;
   const model = at(schema, 'properties', 'models', 'items');
-  model.oneOf = [
-    { required: ['provider'], not: { required: ['upstream'] } },
-    { required: ['upstream'], not: { required: ['provider'] } },
-  ];
+  const one = (field: string, others: string[]) => ({ required: [field], not: { anyOf: others.map((other) => ({ required: [other] })) } });
+  model.oneOf = [one('provider', ['upstream', 'targets']), one('upstream', ['provider', 'targets']), one('targets', ['provider', 'upstream'])];
   schema.description =
     'gateway.yaml (generated from src/config/schema.ts by scripts/sync-chart-config-schema.ts; ' +
     'server.drain_timeout_ms comes from shutdown.drainTimeoutSeconds).';
