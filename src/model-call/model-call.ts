@@ -103,6 +103,7 @@ export class ModelCall {
       this.fallbackEvents,
       ticketOf(this.request),
     );
+    this.lease?.release(false);
     this.lease = sent.attempt.lease;
     this.replied = true;
     return sent;

@@ -175,6 +175,7 @@ export class ModelRegistry {
 
   /** Ends the upstream calls still open: the drain before it (src/server.ts) was their time to finish. */
   async close(): Promise<void> {
+    for (const fleet of this.fleets()) fleet.close();
     await Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
   }
 

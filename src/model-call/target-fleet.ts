@@ -45,6 +45,8 @@ interface Member<T> {
   ejectedUntil: number;
   /** Out of ejection without a probe path: one request at a time tells whether it is back. */
   trial: boolean;
+  /** A probe is scheduled or running. */
+  probing: boolean;
   /** Smooth weighted round robin's running score. */
   score: number;
 }
@@ -78,6 +80,7 @@ export const upstreamBusy = (retryAfterSeconds: number, message: string) =>
 export class TargetFleet<T extends Labelled> {
   private readonly members: Member<T>[];
   private readonly queue = new FairQueue<Waiter<T>>();
+  private closed = false;
   /** Where ties start, so equal targets take turns. */
   private rotation = 0;
 
@@ -89,7 +92,7 @@ export class TargetFleet<T extends Labelled> {
     private readonly probe: (target: T, path: string) => Promise<boolean>,
   ) {
     this.members = targets.map(({ target, weight, maxConcurrent }, index) => ({
-      target, index, weight, maxConcurrent, inFlight: 0, failures: 0, ejectedUntil: 0, trial: false, score: 0,
+      target, index, weight, maxConcurrent, inFlight: 0, failures: 0, ejectedUntil: 0, trial: false, probing: false, score: 0,
     }));
   }
 
@@ -155,6 +158,8 @@ export class TargetFleet<T extends Labelled> {
   private lease(member: Member<T>): TargetLease<T> {
     member.inFlight++;
     this.observer?.inFlight(this.model, member.target.label, member.inFlight);
+    // Sent to a target out of service: its outcome says whether the target is back.
+    const trial = member.ejectedUntil !== 0;
     let released = false;
     return {
       target: member.target,
@@ -164,42 +169,58 @@ export class TargetFleet<T extends Labelled> {
         released = true;
         member.inFlight--;
         this.observer?.inFlight(this.model, member.target.label, member.inFlight);
-        this.recordOutcome(member, failed);
+        this.recordOutcome(member, failed, trial);
         this.serveQueue();
       },
     };
   }
 
-  private recordOutcome(member: Member<T>, failed: boolean): void {
-    if (!failed) {
-      member.failures = 0;
-      member.ejectedUntil = 0;
+  /**
+   * A request's outcome on a target. In service: a success clears its failures, `ejectAfterFailures`
+   * in a row eject it. Out of service: only a trial's outcome counts (a request sent before the
+   * ejection tells nothing of now): back on success, ejected again on failure.
+   */
+  private recordOutcome(member: Member<T>, failed: boolean, trial: boolean): void {
+    if (member.ejectedUntil !== 0) {
+      if (!trial) return;
       member.trial = false;
+      if (failed) this.eject(member);
+      else this.restore(member);
       return;
     }
-    member.failures++;
-    const trialFailed = member.trial;
+    if (!failed) member.failures = 0;
+    else if (++member.failures >= this.settings.ejectAfterFailures) this.eject(member);
+  }
+
+  private restore(member: Member<T>): void {
+    member.failures = 0;
+    member.ejectedUntil = 0;
     member.trial = false;
-    if (member.ejectedUntil === 0 ? member.failures >= this.settings.ejectAfterFailures : trialFailed) this.eject(member);
   }
 
   private eject(member: Member<T>): void {
-    const first = member.ejectedUntil === 0;
+    if (member.ejectedUntil === 0) this.observer?.ejected(this.model, member.target.label);
     member.ejectedUntil = performance.now() + this.settings.ejectMs;
-    if (first) this.observer?.ejected(this.model, member.target.label);
     const path = this.settings.probe;
-    if (path === null) return;
+    if (path === null || member.probing || this.closed) return;
     // The probe decides when it is back: every ejectMs until it answers 2xx.
+    member.probing = true;
     setTimeout(() => {
       void this.probe(member.target, path)
         .catch(() => false)
         .then((up) => {
-          if (up) {
-            this.recordOutcome(member, false);
-            this.serveQueue();
-          } else this.eject(member);
+          member.probing = false;
+          if (this.closed || member.ejectedUntil === 0) return;
+          if (!up) return this.eject(member);
+          this.restore(member);
+          this.serveQueue();
         });
     }, this.settings.ejectMs).unref();
+  }
+
+  /** Stops probing (the registry is closing). */
+  close(): void {
+    this.closed = true;
   }
 
   private wait(ticket: QueueTicket, signal: CallSignal): Promise<TargetLease<T>> {
