@@ -42,12 +42,7 @@ describe.each(QUOTA_STORE_KINDS)('budget threshold crossings (%s)', (kind) => {
     await cluster?.stop();
   });
 
-  async function project(policy: Record<string, unknown>): Promise<TestProject> {
-    const created = await createProject(t.app, { name: 'alerts' });
-    const response = await t.app.inject({ method: 'PATCH', url: `/admin/v1/projects/${created.projectId}`, headers: admin, payload: policy });
-    expect(response.statusCode).toBe(200);
-    return created;
-  }
+  const project = (policy: Record<string, unknown>): Promise<TestProject> => createProject(t.app, { name: 'alerts', ...policy });
   async function key(p: TestProject, body: Record<string, unknown>): Promise<string> {
     const response = await t.app.inject({ method: 'POST', url: '/v1/api-keys', headers: p.auth, payload: { name: 'k', project_id: p.projectId, ...body } });
     expect(response.statusCode, response.body).toBe(200);
