@@ -60,10 +60,10 @@ class PriorityClass<T> {
 }
 
 /**
- * The requests waiting for a model's targets on this replica (DESIGN.md section 10): fair across
- * projects (one project's 500 waiting requests do not delay another's one by more than a round),
- * then by priority. Work per push, shift and removal is bounded by one project's line, itself
- * bounded by the queue's depth.
+ * The requests waiting for a model's targets on this replica (DESIGN.md section 10): by priority
+ * class (CLASS_TURNS), and within a class fair across projects (one project's 500 waiting requests
+ * do not delay another's one by more than a round). Work per push, shift and removal is bounded by
+ * one project's line, itself bounded by the queue's depth.
  */
 export class FairQueue<T> {
   private readonly classes: Record<QueuePriority, PriorityClass<T>> = { high: new PriorityClass(), normal: new PriorityClass(), low: new PriorityClass() };
