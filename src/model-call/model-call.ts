@@ -94,11 +94,14 @@ export class ModelCall {
       headers: upstream.headers,
     };
     const path = upstream.path ?? this.operation.path;
-    this.sent = true;
-    // A pinned list (a stored response's target) goes as given, past the fleet.
+    // A pinned list (a stored response's target) goes as given, past the fleet. Sent once a target
+    // has it: a request that left while waiting in the model's queue did no work anywhere.
     const sent = await requestWithFallback(
       targets === this.model.targets ? this.model : { targets, fleet: null },
-      (target) => callTarget(target, path, this.model.id, this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target)))), options),
+      (target) => {
+        this.sent = true;
+        return callTarget(target, path, this.model.id, this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target)))), options);
+      },
       options,
       this.fallbackEvents,
       ticketOf(this.request),

@@ -52,6 +52,8 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
       { id: 'trickle-1', upstream: upstream.baseUrl('trickle'), timeout_ms: 10_000 },
       { id: 'breaks-1', upstream: upstream.baseUrl('breaks') },
       { id: 'hangs-1', upstream: upstream.baseUrl('hangs'), timeout_ms: 10_000 },
+      // One slot: a second request waits in the model's queue (src/model-call/target-fleet.ts).
+      { id: 'queued-1', targets: [{ upstream: upstream.baseUrl('hangs'), max_concurrent: 1 }], timeout_ms: 10_000 },
     ]));
   });
   afterAll(async () => {
@@ -131,6 +133,25 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     await upstream.waitFor(() => upstream.requestsOf('hangs')[0]!.aborted);
     await until(() => usage.of('req-abort-json').length > 0);
     expect(usage.of('req-abort-json')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096 })]);
+  });
+
+  it('a client that leaves while queued for a target is charged nothing, and the upstream never sees it', async () => {
+    const before = upstream.requestsOf('hangs').length;
+    const holder = new AbortController();
+    const holding = postChat(base, project, 'req-queue-holder', { model: 'queued-1', messages: [{ role: 'user', content: 'x' }] }, holder.signal).catch((e: unknown) => e);
+    await upstream.waitFor(() => upstream.requestsOf('hangs').length === before + 1);
+    const leaver = new AbortController();
+    const leaving = postChat(base, project, 'req-queue-leaver', { model: 'queued-1', messages: [{ role: 'user', content: 'x' }] }, leaver.signal).catch((e: unknown) => e);
+    const depth = async () => (await test.ctx.metrics.registry.getSingleMetricAsString('nova_model_queue_depth')).match(/queued-1"\} (\d+)/)?.[1];
+    await expect.poll(depth, { timeout: 5000, interval: 20 }).toBe('1');
+    leaver.abort();
+    await leaving;
+    await expect.poll(depth, { timeout: 5000, interval: 20 }).toBe('0');
+    await until(() => usage.of('req-queue-leaver').length > 0);
+    expect(usage.of('req-queue-leaver')).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+    expect(upstream.requestsOf('hangs')).toHaveLength(before + 1);
+    holder.abort();
+    await holding;
   });
 
   it('an upstream that breaks off mid-stream ends the stream with an error event; the reservation is charged, nothing stored', async () => {
