@@ -1,5 +1,7 @@
 /** Budget alerts and key-expiry notices: webhooks, the event stream and the delivery log (src/alerts/). */
 
+import type { AuditEvent } from './audit-types.js';
+
 export type WebhookFormat = 'standard' | 'slack';
 
 /** The budget fractions a webhook is told of when it names none. */
@@ -52,9 +54,11 @@ export interface StreamedEvent {
 }
 
 export interface AlertStore {
-  addWebhook(webhook: WebhookRecord): Promise<void>;
+  /** Adds the project's webhook and its audit entry, together. */
+  addWebhook(webhook: WebhookRecord, audit: AuditEvent): Promise<void>;
   listWebhooks(projectId: string): Promise<WebhookRecord[]>;
-  removeWebhook(projectId: string, webhookId: string): Promise<boolean>;
+  /** Removes it and appends the audit entry, together; false (and no entry) when there was none. */
+  removeWebhook(projectId: string, webhookId: string, audit: AuditEvent): Promise<boolean>;
   /** Appends an event to the stream every replica's delivery worker reads. */
   append(event: AlertEvent): Promise<void>;
   /**

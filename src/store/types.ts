@@ -6,9 +6,11 @@ import type { UsageStore } from './usage-types.js';
 import type { ConversationStore } from './conversation-types.js';
 import type { RecordStore } from './record-types.js';
 import type { AlertStore } from './alert-types.js';
+import type { AuditEvent } from './audit-types.js';
 import type { Ceilings, PolicyPatch, Priority, RateLimitPolicy } from './policy.js';
 
 export type * from './conversation-types.js';
+export type { AuditAction, AuditEvent } from './audit-types.js';
 
 /** The Store: every piece of shared state, one interface, a Redis and an in-memory implementation. */
 
@@ -76,29 +78,6 @@ export interface KeyPrincipal {
   limited?: boolean;
   /** The key's own queue priority as its record holds it now; null: it follows its project's. */
   priority: Priority | null;
-}
-
-export type AuditAction =
-  | 'project.create'
-  | 'project.update'
-  | 'project.delete'
-  | 'project.rate_limits.update'
-  | 'project.ceilings.update'
-  | 'api_key.create'
-  | 'api_key.rotate'
-  | 'api_key.update'
-  | 'api_key.revoke';
-
-export interface AuditEvent {
-  action: AuditAction;
-  project_id: string;
-  key_id: string | null;
-  at: string;
-  actor: 'admin' | 'api_key';
-  actor_key_id: string | null;
-  client_address: string;
-  request_id: string;
-  reason: string | null;
 }
 
 export interface NewKey {

@@ -74,11 +74,20 @@ describe.each(QUOTA_STORE_KINDS)('alert store contract (%s)', (kind) => {
     expect(await store.alerts.readNew('a', 10)).toHaveLength(1);
   });
 
-  it('keeps a project webhook list', async () => {
+  it('keeps a project webhook list, each change with its audit entry', async () => {
     const webhook = { id: 'wh_a', project_id: projectId, url: 'http://127.0.0.1:9/x', format: 'standard' as const, thresholds: [0.5], secret: 'whsec_x', created_at: new Date().toISOString() };
-    await store.alerts.addWebhook(webhook);
+    const audit = (action: 'webhook.create' | 'webhook.delete') => ({
+      action, project_id: projectId, key_id: null, at: new Date().toISOString(), actor: 'admin' as const, actor_key_id: null,
+      client_address: '127.0.0.1', request_id: 'req_1', reason: 'wh_a',
+    });
+    await store.alerts.addWebhook(webhook, audit('webhook.create'));
     expect(await store.alerts.listWebhooks(projectId)).toEqual([webhook]);
-    expect(await store.alerts.removeWebhook(projectId, 'wh_a')).toBe(true);
-    expect(await store.alerts.removeWebhook(projectId, 'wh_a')).toBe(false);
+    expect(await store.alerts.removeWebhook(projectId, 'wh_a', audit('webhook.delete'))).toBe(true);
+    expect(await store.alerts.removeWebhook(projectId, 'wh_a', audit('webhook.delete'))).toBe(false);
+    // Newest first: one entry per change made, none for the removal that found nothing.
+    expect((await store.audit.list(projectId, 10)).map((entry) => [entry.action, entry.reason])).toEqual([
+      ['webhook.delete', 'wh_a'],
+      ['webhook.create', 'wh_a'],
+    ]);
   });
 });

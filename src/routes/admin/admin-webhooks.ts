@@ -9,6 +9,7 @@ import { invalidParameter, resourceNotFound } from '../../http/errors.js';
 import { errorResponses, Nullable } from '../../http/schemas.js';
 import { DEFAULT_ALERT_THRESHOLDS, type DeliveryRecord, type WebhookRecord } from '../../store/alert-types.js';
 import { ProjectParams } from './admin-policy.js';
+import { auditEvent } from '../audit-event.js';
 
 const MAX_WEBHOOKS_PER_PROJECT = 16;
 const Format = Type.Union([Type.Literal('standard'), Type.Literal('slack')]);
@@ -99,7 +100,7 @@ export const adminWebhookRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
       const time = ctx.now();
       const secret = format === 'slack' ? null : (given ?? `whsec_${randomBytes(32).toString('base64')}`);
       const webhook: WebhookRecord = { id: alertId('wh', time), project_id: projectId, url, format, thresholds, secret, created_at: new Date(time).toISOString() };
-      await store.alerts.addWebhook(webhook);
+      await store.alerts.addWebhook(webhook, auditEvent(request, 'webhook.create', projectId, null, time, webhook.id));
       // Never the URL (a Slack URL is a credential) nor the secret.
       request.log.info({ project_id: projectId, webhook_id: webhook.id, format }, 'webhook added');
       return envelope(webhook.id, { ...webhookView(webhook), secret });
@@ -134,7 +135,8 @@ export const adminWebhookRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> 
     },
     async (request) => {
       const { project_id: projectId, webhook_id: webhookId } = request.params;
-      if (!(await store.alerts.removeWebhook(projectId, webhookId))) throw resourceNotFound('webhook', 'webhook_id');
+      const audit = auditEvent(request, 'webhook.delete', projectId, null, ctx.now(), webhookId);
+      if (!(await store.alerts.removeWebhook(projectId, webhookId, audit))) throw resourceNotFound('webhook', 'webhook_id');
       request.log.info({ project_id: projectId, webhook_id: webhookId }, 'webhook removed');
       return envelope(webhookId, { deleted: true as const });
     },

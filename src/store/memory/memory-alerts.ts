@@ -7,6 +7,7 @@ import {
   type StreamedEvent,
   type WebhookRecord,
 } from '../alert-types.js';
+import type { AuditEvent } from '../audit-types.js';
 
 const clone = <T>(value: T): T => structuredClone(value);
 
@@ -21,12 +22,17 @@ export class MemoryAlertStore implements AlertStore {
   private recent: string[] = [];
   private sequence = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Where the audit entries of webhook changes go (the memory store's audit log). */
+    private readonly appendAudit: (event: AuditEvent) => void = () => undefined,
+  ) {}
 
-  async addWebhook(webhook: WebhookRecord): Promise<void> {
+  async addWebhook(webhook: WebhookRecord, audit: AuditEvent): Promise<void> {
     const own = this.webhooks.get(webhook.project_id) ?? new Map<string, WebhookRecord>();
     own.set(webhook.id, clone(webhook));
     this.webhooks.set(webhook.project_id, own);
+    this.appendAudit(audit);
   }
 
   async listWebhooks(projectId: string): Promise<WebhookRecord[]> {
@@ -38,8 +44,10 @@ export class MemoryAlertStore implements AlertStore {
     return [...(this.webhooks.get(projectId)?.values() ?? [])].flatMap((webhook) => webhook.thresholds);
   }
 
-  async removeWebhook(projectId: string, webhookId: string): Promise<boolean> {
-    return this.webhooks.get(projectId)?.delete(webhookId) ?? false;
+  async removeWebhook(projectId: string, webhookId: string, audit: AuditEvent): Promise<boolean> {
+    const removed = this.webhooks.get(projectId)?.delete(webhookId) ?? false;
+    if (removed) this.appendAudit(audit);
+    return removed;
   }
 
   /** A deleted project's webhooks go with it (the Redis store keeps them under the project's keys). */

@@ -41,7 +41,7 @@ export class MemoryStore implements Store {
   private readonly principals = new Map<string, KeyPrincipal>();
   private readonly auditByProject = new Map<string, AuditEvent[]>();
   private readonly bus = new EventEmitter();
-  readonly alerts = new MemoryAlertStore();
+  readonly alerts = new MemoryAlertStore(Date.now, (event) => this.appendAudit(event));
   readonly quota = new MemoryQuotaStore(
     (projectId) => this.projectsById.get(projectId)?.rate_limits,
     Date.now,

@@ -11,17 +11,20 @@ import type { RedisClient } from './connect.js';
 import { execAll, guard } from './guard.js';
 import { luaScript } from './lua-script.js';
 import type { KeyNames } from './key-names.js';
+import type { AuditEvent } from '../audit-types.js';
+import { auditToFields } from './hash-codecs.js';
+import { AUDIT_MAX_LENGTH } from './api-keys.js';
 
 const STREAM_MAX_LENGTH = 100_000;
 const GROUP = 'delivery';
 const APPEND_ONCE_SCRIPT = luaScript(new URL('./append-alert-once.lua', import.meta.url));
 const CLAIM_DUE_SCRIPT = luaScript(new URL('./claim-due-deliveries.lua', import.meta.url));
-const SET_WEBHOOK_SCRIPT = luaScript(new URL('./set-webhook.lua', import.meta.url));
+const SET_WEBHOOK_SCRIPT = luaScript(new URL('./set-webhook.lua', import.meta.url), { AUDIT_MAX_LENGTH });
 
 type Scripted = RedisClient & {
   novaAppendAlertOnce(marker: string, stream: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
   novaClaimDueDeliveries(due: string, nowMs: number, leaseEndMs: number, count: number): Promise<string[]>;
-  novaSetWebhook(webhooks: string, thresholds: string, change: 'add' | 'remove', webhookId: string, record?: string): Promise<number>;
+  novaSetWebhook(webhooks: string, thresholds: string, audit: string, change: string): Promise<number>;
 };
 
 type StreamEntry = [string, string[]];
@@ -34,7 +37,7 @@ type StreamEntry = [string, string[]];
 class AlertKeys {
   constructor(
     private readonly prefix: string,
-    private readonly names: KeyNames,
+    readonly names: KeyNames,
   ) {}
   events = () => `${this.prefix}:{alerts}:events`;
   due = () => `${this.prefix}:{alerts}:due`;
@@ -64,14 +67,19 @@ export class RedisAlertStore implements AlertStore {
   constructor(redis: RedisClient, prefix: string, names: KeyNames) {
     redis.defineCommand('novaAppendAlertOnce', { numberOfKeys: 2, lua: APPEND_ONCE_SCRIPT });
     redis.defineCommand('novaClaimDueDeliveries', { numberOfKeys: 1, lua: CLAIM_DUE_SCRIPT });
-    redis.defineCommand('novaSetWebhook', { numberOfKeys: 2, lua: SET_WEBHOOK_SCRIPT });
+    redis.defineCommand('novaSetWebhook', { numberOfKeys: 3, lua: SET_WEBHOOK_SCRIPT });
     this.redis = redis as Scripted;
     this.keys = new AlertKeys(prefix, names);
   }
 
-  async addWebhook(webhook: WebhookRecord): Promise<void> {
-    const projectId = webhook.project_id;
-    await guard(this.redis.novaSetWebhook(this.keys.webhooks(projectId), this.keys.thresholds(projectId), 'add', webhook.id, JSON.stringify(webhook)));
+  async addWebhook(webhook: WebhookRecord, audit: AuditEvent): Promise<void> {
+    await this.setWebhook(webhook.project_id, { change: 'add', id: webhook.id, record: JSON.stringify(webhook) }, audit);
+  }
+
+  private async setWebhook(projectId: string, change: { change: 'add' | 'remove'; id: string; record?: string }, audit: AuditEvent): Promise<boolean> {
+    const { webhooks, thresholds, names } = this.keys;
+    const done = await guard(this.redis.novaSetWebhook(webhooks(projectId), thresholds(projectId), names.audit(projectId), JSON.stringify({ ...change, audit: auditToFields(audit) })));
+    return done === 1;
   }
 
   async listWebhooks(projectId: string): Promise<WebhookRecord[]> {
@@ -81,8 +89,8 @@ export class RedisAlertStore implements AlertStore {
       .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
   }
 
-  async removeWebhook(projectId: string, webhookId: string): Promise<boolean> {
-    return (await guard(this.redis.novaSetWebhook(this.keys.webhooks(projectId), this.keys.thresholds(projectId), 'remove', webhookId))) === 1;
+  async removeWebhook(projectId: string, webhookId: string, audit: AuditEvent): Promise<boolean> {
+    return this.setWebhook(projectId, { change: 'remove', id: webhookId }, audit);
   }
 
   async append(event: AlertEvent): Promise<void> {
