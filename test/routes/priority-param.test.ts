@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, createProject, type TestApp, type TestProject } from '../support/test-app.js';
+import { ADMIN_TOKEN, buildTestApp, createProject, STORE_KINDS, type TestApp, type TestProject } from '../support/test-app.js';
 import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import { chat, chatConfig, chatEnv } from '../support/chat-fixtures.js';
 
-/** `priority_param: true` sends the request's queue priority to vLLM as its `priority` field (lower is sooner). */
-describe('priority_param', () => {
+/**
+ * `priority_param: true` sends the request's queue priority to vLLM as its `priority` field (lower is
+ * sooner): the key's own, else its project's as admission read it with the policy (quota-batch.lua on Redis).
+ */
+describe.each(STORE_KINDS)('priority_param (%s store)', (kind) => {
   let upstream: LoopbackUpstream;
   let t: TestApp;
   let project: TestProject;
@@ -15,7 +18,7 @@ describe('priority_param', () => {
       { id: 'vllm-1', targets: [{ upstream: upstream.baseUrl('vllm') }], priority_param: true },
       { id: 'plain-1', upstream: upstream.baseUrl('plain') },
     ];
-    t = await buildTestApp('memory', { config: chatConfig(upstream, models), deps: { env: chatEnv } });
+    t = await buildTestApp(kind, { config: chatConfig(upstream, models), deps: { env: chatEnv } });
     project = await createProject(t.app);
   });
   afterAll(async () => {
@@ -35,7 +38,11 @@ describe('priority_param', () => {
     expect((await chat(t.app, await keyWith('high'), { model: 'vllm-1', messages, priority: 7 })).statusCode).toBe(200);
     expect((await chat(t.app, await keyWith('low'), { model: 'vllm-1', messages })).statusCode).toBe(200);
     expect((await chat(t.app, project.auth, { model: 'vllm-1', messages })).statusCode).toBe(200);
-    expect(sent('vllm')).toEqual([-1, 1, 0]);
+    // The project's own priority, set by the admin, for a key without one.
+    const patched = await t.app.inject({ method: 'PATCH', url: `/admin/v1/projects/${project.projectId}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, payload: { priority: 'high' } });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect((await chat(t.app, project.auth, { model: 'vllm-1', messages })).statusCode).toBe(200);
+    expect(sent('vllm')).toEqual([-1, 1, 0, -1]);
   });
 
   it('leaves the body alone without it: a client-sent priority passes as written', async () => {

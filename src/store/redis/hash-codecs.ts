@@ -1,4 +1,4 @@
-import { OPTIONAL_FIELDS, POLICY_FIELDS, type Ceilings, type PolicyPatch, type Priority, type RateLimitPolicy } from '../policy.js';
+import { OPTIONAL_FIELDS, POLICY_FIELDS, PRIORITIES, type Ceilings, type PolicyPatch, type Priority, type RateLimitPolicy } from '../policy.js';
 import type { KeyLimits } from '../quota-types.js';
 import type { ApiKeyPatch, ApiKeyRecord, AuditEvent, KeyPrincipal, ProjectRecord } from '../types.js';
 
@@ -14,8 +14,9 @@ export function pairsToObject(pairs: string[]): Record<string, string> {
 /** Redis hashes hold strings: '' stands for null. */
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value);
 
-/** A key's or project's `priority` field; '' or absent (stored before it existed): none. */
-const priorityOrNull = (value: string | null | undefined) => (value ? (value as Priority) : null);
+/** A key's or project's `priority` field; '' or absent (stored before it existed), or a value the queue does not know: none. */
+export const priorityOrNull = (value: string | null | undefined): Priority | null =>
+  (PRIORITIES as readonly string[]).includes(value ?? '') ? (value as Priority) : null;
 
 export function apiKeyToHash(record: ApiKeyRecord, secretHash: string): Record<string, string> {
   return {

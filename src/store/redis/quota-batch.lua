@@ -441,7 +441,7 @@ elseif #Q.admissions > 0 then
   local decisions = {}
   -- the policy, then the project's queue priority (read here: no other call on the request path)
   local projectFields = redis.call('HMGET', project.record, unpack(POLICY_AND_PRIORITY))
-  if projectFields[8] then reply.priority = projectFields[8] end
+  if projectFields[8] and projectFields[8] ~= '' then reply.priority = projectFields[8] end
   prepare(project, projectFields, Q.defaultRequestsPerMinute, Q.defaultBurstLimit)
   -- a key's limits from its record (read now: a PATCH applies to the next request); a key without
   -- a request rate has no burst either

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { randomBase62 } from '../../core/ids.js';
 import { needsSettling, type AdmissionDecision, type KeyReservation, type WindowFigures, type KeyBudgetUsed, type KeyLimits, type LevelFigures, type LimitLevel, type AdmissionRequest, type AdmissionSettings, type QuotaStore, type RefusedBy, type Reservation, type Settlement } from '../quota-types.js';
 import type { Priority, RateLimitPolicy } from '../policy.js';
+import { priorityOrNull } from './hash-codecs.js';
 import { inOneWrite, type RedisClient } from './connect.js';
 import { luaScript } from './lua-script.js';
 import { guard } from './guard.js';
@@ -348,7 +349,7 @@ export class RedisQuotaStore implements QuotaStore {
     admissions.forEach((waiting, index) => {
       const keyId = waiting.request.keyId;
       const limits = keyId === undefined ? undefined : keyLimits.get(batch.keyIndex(keyId));
-      waiting.resolve({ ...decisionOf(decisions[index]!, policy, Number(slot), waiting.request, limits), priority: priority ?? null });
+      waiting.resolve({ ...decisionOf(decisions[index]!, policy, Number(slot), waiting.request, limits), priority: priorityOrNull(priority) });
     });
   }
 }
