@@ -113,21 +113,33 @@ export class ModelTrafficMetrics {
     });
   }
 
-  /** What a model fleet reports, as these metrics. */
+  /** What a model fleet reports, as these metrics: each series' child is looked up once, at start. */
   get fleetObserver(): FleetObserver {
     return {
-      queueDepth: (model, depth) => this.queueDepth.set({ gen_ai_request_model: model }, depth),
-      queueWait: (model, seconds) => this.queueWait.observe({ gen_ai_request_model: model }, seconds),
-      inFlight: (model, upstream, count) => this.targetInFlight.set({ gen_ai_request_model: model, upstream }, count),
+      queueDepth: (model) => {
+        const series = this.queueDepth.labels({ gen_ai_request_model: model });
+        return (depth) => series.set(depth);
+      },
+      queueWait: (model) => {
+        const series = this.queueWait.labels({ gen_ai_request_model: model });
+        return (seconds) => series.observe(seconds);
+      },
+      inFlight: (model, upstream) => {
+        const series = this.targetInFlight.labels({ gen_ai_request_model: model, upstream });
+        return (count) => series.set(count);
+      },
       ejected: (model, upstream) => this.ejections.inc({ gen_ai_request_model: model, upstream }),
     };
   }
 }
 
-/** What a model fleet tells the metrics: bounded labels only (model ids and target hosts from the config). */
+/**
+ * What a model fleet tells the metrics: bounded labels only (model ids and target hosts from the
+ * config). The first three give the setter of one series, taken once per model or target.
+ */
 export interface FleetObserver {
-  queueDepth(model: string, depth: number): void;
-  queueWait(model: string, seconds: number): void;
-  inFlight(model: string, upstream: string, count: number): void;
+  queueDepth(model: string): (depth: number) => void;
+  queueWait(model: string): (seconds: number) => void;
+  inFlight(model: string, upstream: string): (count: number) => void;
   ejected(model: string, upstream: string): void;
 }

@@ -49,6 +49,8 @@ interface Member<T> {
   probing: boolean;
   /** Smooth weighted round robin's running score. */
   score: number;
+  /** Sets its in-flight gauge. */
+  showInFlight: (count: number) => void;
 }
 
 /** One attempt's hold on a target: released once, when the request is done with it. */
@@ -68,6 +70,8 @@ interface Waiter<T> {
   settled: boolean;
 }
 
+const NOT_SHOWN = () => undefined;
+
 export const upstreamBusy = (retryAfterSeconds: number, message: string) =>
   new ApiError(429, 'rate_limit_error', 'upstream_busy', message, undefined, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) });
 
@@ -81,6 +85,8 @@ export class TargetFleet<T extends Labelled> {
   private readonly members: Member<T>[];
   private readonly queue = new FairQueue<Waiter<T>>();
   private closed = false;
+  private readonly showDepth: (depth: number) => void;
+  private readonly showWait: (seconds: number) => void;
   /** Where ties start, so equal targets take turns. */
   private rotation = 0;
 
@@ -93,7 +99,10 @@ export class TargetFleet<T extends Labelled> {
   ) {
     this.members = targets.map(({ target, weight, maxConcurrent }, index) => ({
       target, index, weight, maxConcurrent, inFlight: 0, failures: 0, ejectedUntil: 0, trial: false, probing: false, score: 0,
+      showInFlight: observer?.inFlight(model, target.label) ?? NOT_SHOWN,
     }));
+    this.showDepth = observer?.queueDepth(model) ?? NOT_SHOWN;
+    this.showWait = observer?.queueWait(model) ?? NOT_SHOWN;
   }
 
   get size(): number {
@@ -157,7 +166,7 @@ export class TargetFleet<T extends Labelled> {
 
   private lease(member: Member<T>): TargetLease<T> {
     member.inFlight++;
-    this.observer?.inFlight(this.model, member.target.label, member.inFlight);
+    member.showInFlight(member.inFlight);
     // Sent to a target out of service: its outcome says whether the target is back.
     const trial = member.ejectedUntil !== 0;
     let released = false;
@@ -168,7 +177,7 @@ export class TargetFleet<T extends Labelled> {
         if (released) return;
         released = true;
         member.inFlight--;
-        this.observer?.inFlight(this.model, member.target.label, member.inFlight);
+        member.showInFlight(member.inFlight);
         this.recordOutcome(member, failed, trial);
         this.serveQueue();
       },
@@ -251,7 +260,7 @@ export class TargetFleet<T extends Labelled> {
         if (this.leave(waiter)) reject(signal.reason);
       });
       this.queue.push(ticket.projectId, ticket.priority, waiter);
-      this.observer?.queueDepth(this.model, this.queue.size);
+      this.showDepth(this.queue.size);
     });
   }
 
@@ -261,7 +270,7 @@ export class TargetFleet<T extends Labelled> {
     waiter.settled = true;
     clearTimeout(waiter.timer);
     this.queue.remove(waiter.ticket.projectId, waiter.ticket.priority, waiter);
-    this.observer?.queueDepth(this.model, this.queue.size);
+    this.showDepth(this.queue.size);
     return true;
   }
 
@@ -273,8 +282,8 @@ export class TargetFleet<T extends Labelled> {
       const waiter = this.queue.shift()!;
       waiter.settled = true;
       clearTimeout(waiter.timer);
-      this.observer?.queueDepth(this.model, this.queue.size);
-      this.observer?.queueWait(this.model, (performance.now() - waiter.since) / 1000);
+      this.showDepth(this.queue.size);
+      this.showWait((performance.now() - waiter.since) / 1000);
       waiter.resolve(this.lease(member));
     }
   }

@@ -144,6 +144,8 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     const leaving = postChat(base, project, 'req-queue-leaver', { model: 'queued-1', messages: [{ role: 'user', content: 'x' }] }, leaver.signal).catch((e: unknown) => e);
     const depth = async () => (await test.ctx.metrics.registry.getSingleMetricAsString('nova_model_queue_depth')).match(/queued-1"\} (\d+)/)?.[1];
     await expect.poll(depth, { timeout: 5000, interval: 20 }).toBe('1');
+    const inFlight = await test.ctx.metrics.registry.getSingleMetricAsString('nova_upstream_in_flight');
+    expect(inFlight).toMatch(/nova_upstream_in_flight\{gen_ai_request_model="queued-1",upstream="127\.0\.0\.1:\d+"\} 1/);
     leaver.abort();
     await leaving;
     await expect.poll(depth, { timeout: 5000, interval: 20 }).toBe('0');
