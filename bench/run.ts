@@ -10,18 +10,24 @@
  * `POST /v1/messages`, translated to the same upstream's chat completions (`nova_messages`) and passed
  * through to its native Messages API (`nova_messages_native`), throughput only, whose same-round
  * ratios to `nova` are `messages_vs_chat_*` and `native_vs_chat_*`.
- * On request only (BENCH_TARGETS), `nova_key`: the chat target with a key that has limits and
- * budgets of its own as well as the project's (both levels decided in the one admission script
- * call), throughput only; its same-round ratios to `nova` are `key_vs_project_*` and, of CPU per
- * request, `cpu_key_vs_project_*` (and `redis_cpu_key_vs_project_*`).
+ * `nova_key`: the chat target with a key that has limits and budgets of its own as well as the
+ * project's (both levels decided in the one admission script call), throughput only; its same-round
+ * ratios to `nova` are `key_vs_project_*` and, of CPU per request, `cpu_key_vs_project_*` (and
+ * `redis_cpu_key_vs_project_*`). `nova_fleet`: the chat target to a model with two equal targets
+ * (the upstream's two ports, no max_concurrent: nothing queues), throughput only; its same-round
+ * ratios to `nova` are `fleet_vs_single_*` and `cpu_fleet_vs_single_*`.
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
- * at one connection; then BENCH_HELD_STREAMS slow streams held through the gateway at once (peak RSS,
- * time to first byte of new streams meanwhile). Prints one table; writes bench/results/bench-<time>.json.
+ * at one connection; then BENCH_HELD_STREAMS slow streams held through a fresh gateway at once (peak
+ * RSS, RSS and heap per held request, time to first byte of new streams meanwhile), and as many
+ * requests through another fresh gateway to a model whose two targets take BENCH_HELD_MAX_CONCURRENT
+ * (100) each, so that the rest wait in its queue (`held_streams_queued`, with the per-request ratios
+ * to the streams'). Prints one table; writes bench/results/bench-<time>.json.
  *
  * Env: BENCH_SECONDS (5 per measure), BENCH_ROUNDS (3: every target measured once per round, in
  * turn, so that the machine's slow spells hit all of them; figures are medians), BENCH_WARM_UP_SECONDS (3), BENCH_CONNECTIONS (32),
  * BENCH_HELD_STREAMS (10000, fewer when the open-file limit cannot hold two sockets per stream),
  * BENCH_HELD_INTERVAL_MS (1000) and BENCH_HELD_EVENTS (20): a held stream's pace and length,
+ * BENCH_HELD_MAX_CONCURRENT (100): max_concurrent of each of the queued model's two targets,
  * BENCH_PROBES (200), BENCH_TARGETS (comma list of keys below), BENCH_REVERSE=1 (each round in the
  * opposite order), BENCH_MODES (json,stream),
  * BENCH_PARTS (throughput,latency,held), BENCH_CPU_PROF=1 (gateway --cpu-prof into bench/results),
@@ -57,6 +63,8 @@ const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 3);
 const BUILD_DIR = 'bench/.build';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** `max_concurrent` of each of the queued model's two targets (the held streams' queued run). */
+const HELD_MAX_CONCURRENT = Number(process.env.BENCH_HELD_MAX_CONCURRENT ?? 100);
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'throughput,latency,held').split(','));
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 /** How long the gateway may take to exit after SIGTERM: its drain timeout (30 s) and some. */
@@ -138,10 +146,12 @@ function launch(command: string[], env: Record<string, string> = {}): ChildProce
   return child;
 }
 
-async function portLine(child: ChildProcess): Promise<number> {
+/** The ports a child prints when listening: {"port": n}, or {"port": n, "ports": [n, m]}. */
+async function portLine(child: ChildProcess): Promise<number[]> {
   for await (const line of createInterface({ input: child.stdout! })) {
     child.stdout!.resume();
-    return (JSON.parse(line) as { port: number }).port;
+    const { port, ports } = JSON.parse(line) as { port: number; ports?: number[] };
+    return ports ?? [port];
   }
   throw new Error('child exited before listening');
 }
@@ -155,7 +165,7 @@ async function waitFor(url: string): Promise<void> {
 }
 
 async function startGateway(
-  upstreamPort: number,
+  [upstreamPort, secondPort]: number[],
   redisUrl: string,
   variant: { env?: Record<string, string>; build?: string; nodeArgs?: string[] } = {},
 ) {
@@ -177,8 +187,21 @@ async function startGateway(
     endpoints: [messages]
     timeout_ms: 30000
     pricing: ${pricing}
+  - id: bench-fleet
+    targets:
+      - { upstream: 'http://127.0.0.1:${upstreamPort}/fixed/v1' }
+      - { upstream: 'http://127.0.0.1:${secondPort}/fixed/v1' }
+    timeout_ms: 30000
+    pricing: ${pricing}
   - id: bench-held
     upstream: http://127.0.0.1:${upstreamPort}/held/v1
+    timeout_ms: 120000
+    pricing: ${pricing}
+  - id: bench-queued
+    targets:
+      - { upstream: 'http://127.0.0.1:${upstreamPort}/held/v1', max_concurrent: ${HELD_MAX_CONCURRENT} }
+      - { upstream: 'http://127.0.0.1:${secondPort}/held/v1', max_concurrent: ${HELD_MAX_CONCURRENT} }
+    queue: { max_wait_ms: 600000, max_depth: 1000000 }
     timeout_ms: 120000
     pricing: ${pricing}
 server:
@@ -193,12 +216,13 @@ redis:
 `,
   );
   const profile = process.env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results')}`] : [];
+  const metricsPort = await freePort();
   const child = launch(
     [...underTest, NODE.path, ...START_FLAGS, ...(variant.nodeArgs ?? []), ...profile, `${variant.build ?? BUILD_DIR}/src/server.js`],
     {
       PORT: String(port),
       HOST: '127.0.0.1',
-      METRICS_PORT: String(await freePort()),
+      METRICS_PORT: String(metricsPort),
       REDIS_URL: redisUrl,
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
@@ -247,7 +271,21 @@ redis:
   });
   if (!keyed.ok) throw new Error(`key creation answered ${keyed.status}: ${await keyed.text()}`);
   const keySecret = ((await keyed.json()) as { secret: string }).secret;
-  return { child, url, secret: project.api_key.secret, keySecret };
+  return { child, url, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, secret: project.api_key.secret, keySecret };
+}
+
+/**
+ * Stops a gateway with SIGTERM (it writes its CPU profile then) within its drain timeout (30 s by
+ * default); one that does not exit is reported and killed, so that the bench always ends.
+ */
+async function stopGateway(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<boolean>((resolve) => child.once('exit', () => resolve(true)));
+  child.kill('SIGTERM');
+  if (await Promise.race([exited, sleep(STOP_TIMEOUT_MS).then(() => false)])) return;
+  console.log(`the gateway did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM: killed`);
+  child.kill('SIGKILL');
+  process.exitCode = 1;
 }
 
 /**
@@ -332,11 +370,12 @@ async function main() {
   // Every Node process of the run takes npm start's flags, so that the ratios compare the proxies'
   // work, not V8 heap policies (the flag shortens the bare proxy's requests as much as the gateway's).
   const upstreamChild = launch([NODE.path, ...START_FLAGS, '--import', 'tsx', 'bench/upstream-server.ts']);
-  const upstreamPort = await portLine(upstreamChild);
+  const upstreamPorts = await portLine(upstreamChild);
+  const upstreamPort = upstreamPorts[0]!;
   const proxyChild = launch([...underTest, NODE.path, ...START_FLAGS, '--import', 'tsx', 'bench/bare-proxy.ts'], {
     BARE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
   });
-  const proxyPort = await portLine(proxyChild);
+  const [proxyPort] = await portLine(proxyChild);
   const nginx = nginxInstalled();
   const nginxPort = await freePort();
   let nginxChild: ChildProcess | undefined;
@@ -345,13 +384,13 @@ async function main() {
     children.push(nginxChild);
     await waitFor(`http://127.0.0.1:${nginxPort}/v1/models`);
   } else console.log('nginx is not installed: its row is left out');
-  const gateway = await startGateway(upstreamPort, redis.url);
+  const gateway = await startGateway(upstreamPorts, redis.url);
   const auth = { authorization: `Bearer ${gateway.secret}` };
   // What Anthropic's SDKs send: the key as x-api-key, and the API version.
   const anthropicAuth = { 'x-api-key': gateway.secret, 'anthropic-version': '2023-06-01' };
   // A second gateway to compare with, measured in the same rounds (its own environment or build).
   const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
-  const gatewayB = variantB ? await startGateway(upstreamPort, redis.url, variantB) : undefined;
+  const gatewayB = variantB ? await startGateway(upstreamPorts, redis.url, variantB) : undefined;
   const wanted = (target: Target) => (process.env.BENCH_TARGETS ? process.env.BENCH_TARGETS.split(',').includes(target.key) : !target.onRequest);
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
@@ -380,10 +419,20 @@ async function main() {
       key: 'nova_key',
       usesRedis: true,
       noLatency: true,
-      onRequest: true,
       name: "nova, key's own limits and budgets too",
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: { authorization: `Bearer ${gateway.keySecret}` }, body: chatBody(stream) }),
+    },
+    // The same request to a model with two equal targets (two origins of the upstream, no
+    // max_concurrent: nothing queues), balanced per request (src/model-call/target-fleet.ts),
+    // against `nova` (a model with one upstream) in the same rounds.
+    {
+      key: 'nova_fleet',
+      usesRedis: true,
+      noLatency: true,
+      name: 'nova, model with two targets',
+      pid: gateway.child.pid,
+      chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { model: 'bench-fleet' }) }),
     },
     // POST /v1/messages (src/model-call/messages-call.ts), against `nova`'s chat completions in the
     // same rounds: translated to the same upstream's chat completions, and passed through natively.
@@ -536,6 +585,7 @@ async function main() {
     ['messages_vs_chat', 'nova_messages', throughputAndCpu],
     ['native_vs_chat', 'nova_messages_native', throughputAndCpu],
     ['key_vs_project', 'nova_key', [...throughputAndCpu, ['redis_cpu_', redisCpuOf] as const]],
+    ['fleet_vs_single', 'nova_fleet', throughputAndCpu],
   ] as const) {
     for (const mode of ['json', 'stream'] as const) {
       for (const [prefix, of] of ofs) {
@@ -552,15 +602,41 @@ async function main() {
   if (PARTS.has('held')) {
     // Each held stream holds two of the gateway's sockets (client and upstream).
     const streams = Math.min(Number(process.env.BENCH_HELD_STREAMS ?? 10_000), Math.floor((openFileLimit() - 256) / 2));
-    results.held_streams = await holdStreams({
-      held: { url: `${gateway.url}/v1/chat/completions`, headers: auth },
-      probe: { gateway: { url: `${gateway.url}/v1/chat/completions`, headers: auth }, direct: { url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions` } },
-      pid: gateway.child.pid!,
-      streams,
-      probes: Number(process.env.BENCH_PROBES ?? 200),
-    });
+    // Each held run on a gateway of its own, started for it (same build, flags, pinning and config):
+    // the memory a run adds is then not lessened by what an earlier run (or the throughput part) grew.
+    const heldRun = async (model: string, queued: boolean) => {
+      const fresh = await startGateway(upstreamPorts, redis.url);
+      const headers = { authorization: `Bearer ${fresh.secret}` };
+      try {
+        return await holdStreams({
+          held: { url: `${fresh.url}/v1/chat/completions`, headers, model },
+          metricsUrl: fresh.metricsUrl,
+          queued,
+          probe: { gateway: { url: `${fresh.url}/v1/chat/completions`, headers }, direct: { url: `http://127.0.0.1:${upstreamPort}/fixed/v1/chat/completions` } },
+          pid: fresh.child.pid!,
+          streams,
+          probes: Number(process.env.BENCH_PROBES ?? 200),
+        });
+      } finally {
+        await stopGateway(fresh.child);
+      }
+    };
+    const held = await heldRun('bench-held', false);
+    results.held_streams = held;
+    console.log(`held streams: ${JSON.stringify(held)}`);
+    // The same number of requests to a model whose two targets take HELD_MAX_CONCURRENT each: the
+    // rest wait in its queue. Per held request against the streams' own, same run.
+    const queued = await heldRun('bench-queued', true);
+    const ratio = (a: number, b: number) => (b > 0 ? Number((a / b).toFixed(2)) : null);
+    results.held_streams_queued = {
+      ...queued,
+      max_concurrent_per_target: HELD_MAX_CONCURRENT,
+      targets: 2,
+      rss_per_held_vs_streams: ratio(queued.rss_per_held_kb, held.rss_per_held_kb),
+      heap_per_held_vs_streams: ratio(queued.heap_per_held_kb, held.heap_per_held_kb),
+    };
     results.open_file_limit = openFileLimit();
-    console.log(`held streams: ${JSON.stringify(results.held_streams)}`);
+    console.log(`held through a queue: ${JSON.stringify(results.held_streams_queued)}`);
   }
 
   const cpuRatio = (key: string, base: string, mode: 'json' | 'stream') => {
@@ -627,15 +703,7 @@ async function main() {
     process.exitCode = 1;
   }
 
-  // The gateway stops on SIGTERM (writing its CPU profile then) within its drain timeout (30 s by
-  // default); one that does not is reported and killed, so that the bench always ends.
-  gateway.child.kill('SIGTERM');
-  const exited = await Promise.race([new Promise<boolean>((resolve) => gateway.child.once('exit', () => resolve(true))), sleep(STOP_TIMEOUT_MS).then(() => false)]);
-  if (!exited) {
-    console.log(`the gateway did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM: killed`);
-    gateway.child.kill('SIGKILL');
-    process.exitCode = 1;
-  }
+  await stopGateway(gateway.child);
   await redis.stop();
 }
 

@@ -1,6 +1,8 @@
 /**
  * The bench's upstream: a minimal OpenAI-compatible chat server on node:http with answers built once,
- * so that it costs far less per request than anything measured through it. Prints {"port": n}.
+ * so that it costs far less per request than anything measured through it. It listens on two
+ * ports (two origins, for a model with two equal targets: the `nova_fleet` target and the queued held
+ * streams) and prints {"port": n, "ports": [n, m]}.
  *
  *   /fixed/v1/chat/completions  16 completion tokens at once: one JSON body, or (when the request
  *                               says "stream":true) 16 content events, a finish event, a usage event
@@ -13,7 +15,7 @@
  *   /held/v1/chat/completions   a slow stream: the first event at once, then one every
  *                               BENCH_HELD_INTERVAL_MS for BENCH_HELD_EVENTS events, then usage and [DONE].
  */
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 
 const TOKENS = 16;
 const HELD_INTERVAL_MS = Number(process.env.BENCH_HELD_INTERVAL_MS ?? 1000);
@@ -95,7 +97,7 @@ setInterval(() => {
   }
 }, HELD_INTERVAL_MS).unref();
 
-const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) => {
+const handler = (request: IncomingMessage, response: ServerResponse) => {
   const parts: Buffer[] = [];
   request.on('data', (part: Buffer) => parts.push(part));
   request.on('end', () => {
@@ -128,10 +130,26 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (request, response) =>
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': jsonBody.length }).end(jsonBody);
     }
   });
+};
+/** Two listeners, one handler: two origins that cost the same, as two equal replicas would. */
+const servers = [0, 1].map(() => {
+  const server = createServer({ keepAliveTimeout: 60_000 }, handler);
+  server.maxConnections = 0x7fffffff;
+  return server;
 });
-server.maxConnections = 0x7fffffff;
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address();
-  process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`);
+const ports = await Promise.all(
+  servers.map(
+    (server) =>
+      new Promise<number>((resolve) =>
+        server.listen(0, '127.0.0.1', () => {
+          const address = server.address();
+          resolve(typeof address === 'object' && address ? address.port : 0);
+        }),
+      ),
+  ),
+);
+process.stdout.write(`${JSON.stringify({ port: ports[0], ports })}\n`);
+process.on('SIGTERM', () => {
+  let open = servers.length;
+  for (const server of servers) server.close(() => --open === 0 && process.exit(0));
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -29,7 +29,7 @@ interface Figure {
 
 /**
  * `npm run bench` end to end in miniature (every target, part and mode, one-second measures,
- * 200 short held streams), so the harness cannot rot between the runs that produce the README's
+ * 200 short held streams, then 200 requests through a model that queues most of them), so the harness cannot rot between the runs that produce the README's
  * figures. It checks that every measure ran without a failed request and that the summary is
  * computed from them; it asserts no speed (figures belong to the benchmark, not to a test).
  */
@@ -47,14 +47,31 @@ describe('npm run bench (smoke)', () => {
   it('measures every target with wrk, holds streams through the gateway and writes one JSON', { timeout: 300_000 }, async () => {
     const results = resultsDir();
     const { stdout } = await benchInMiniature(
-      { BENCH_HELD_STREAMS: '200', BENCH_HELD_INTERVAL_MS: '50', BENCH_HELD_EVENTS: '5', BENCH_PROBES: '10', BENCH_RESULTS: results },
+      {
+        BENCH_HELD_STREAMS: '200',
+        BENCH_HELD_INTERVAL_MS: '50',
+        BENCH_HELD_EVENTS: '5',
+        BENCH_PROBES: '10',
+        // The queued model's two targets take 10 each: most of the 200 wait in its queue.
+        BENCH_HELD_MAX_CONCURRENT: '10',
+        BENCH_RESULTS: results,
+      },
       290_000,
     );
     expect(stdout).toMatch(/\| nova, every feature on +\|/);
     const [file] = readdirSync(results);
     const report = JSON.parse(readFileSync(join(results, file!), 'utf8')) as {
       targets: Record<string, { json?: Figure; stream?: Figure; one_connection?: Figure }>;
-      held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number };
+      held_streams: { streams: number; completed: number; failed: number; rss_peak_mb: number; rss_per_held_kb: number };
+      held_streams_queued: {
+        streams: number;
+        failed: number;
+        upstream_in_flight_while_held: number;
+        queued_while_held: number;
+        queue_depth_after: number;
+        rss_per_held_kb: number;
+        heap_per_held_kb: number;
+      };
       against_targets: Record<string, number | null>;
       round_ratios: Record<string, number[]>;
       machine: { cpuidle_driver: string | null; guest_halt_poll_ns: number | null };
@@ -78,11 +95,13 @@ describe('npm run bench (smoke)', () => {
       'nova_get',
       'nova_messages',
       'nova_messages_native',
+      'nova_key',
+      'nova_fleet',
       ...(stdout.includes('nginx is not installed') ? [] : ['nginx']),
     ];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
-    // The Messages targets are measured for throughput only (bench/run.ts, noLatency).
-    const throughputOnly = ['nova_messages', 'nova_messages_native'];
+    // These targets are measured for throughput only (bench/run.ts, noLatency).
+    const throughputOnly = ['nova_messages', 'nova_messages_native', 'nova_key', 'nova_fleet'];
     for (const [key, figure] of Object.entries(report.targets)) {
       const measures =
         key === 'nova_get' ? [figure.json] : throughputOnly.includes(key) ? [figure.json, figure.stream] : [figure.json, figure.stream, figure.one_connection];
@@ -101,8 +120,24 @@ describe('npm run bench (smoke)', () => {
     }
     expect(report.held_streams).toMatchObject({ streams: 200, completed: 200, failed: 0 });
     expect(report.held_streams.rss_peak_mb).toBeGreaterThan(0);
+    expect(report.held_streams.rss_per_held_kb).toEqual(expect.any(Number));
+    // Through the queued model: every request streamed or waited (the gateway had no more than
+    // 2 x 10 at the targets at once), none failed, and the queue was empty once their clients left.
+    const queued = report.held_streams_queued;
+    expect(queued).toMatchObject({ streams: 200, failed: 0, queue_depth_after: 0 });
+    expect(queued.upstream_in_flight_while_held).toBeGreaterThan(0);
+    expect(queued.upstream_in_flight_while_held).toBeLessThanOrEqual(20);
+    expect(queued.queued_while_held).toBeGreaterThan(0);
+    expect(queued.rss_per_held_kb).toEqual(expect.any(Number));
+    expect(queued.heap_per_held_kb).toEqual(expect.any(Number));
     for (const value of Object.values(report.against_targets)) expect(value).not.toBeNull();
-    for (const ratio of ['messages_vs_chat_json', 'messages_vs_chat_stream', 'native_vs_chat_json', 'native_vs_chat_stream']) {
+    const sameRound = ['messages_vs_chat', 'native_vs_chat', 'key_vs_project', 'fleet_vs_single'].flatMap((name) => [
+      `${name}_json`,
+      `${name}_stream`,
+      `cpu_${name}_json`,
+      `cpu_${name}_stream`,
+    ]);
+    for (const ratio of sameRound) {
       expect(report.against_targets[ratio], ratio).toBeGreaterThan(0);
       expect(report.round_ratios[ratio], ratio).toHaveLength(2);
     }
