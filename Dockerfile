@@ -11,13 +11,14 @@
 #   docker build --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest> .
 ARG NODE_IMAGE=node:22-bookworm-slim
 
-# ---- build: all dependencies, TypeScript -> dist/ ------------------------------------------------
+# ---- build: all dependencies, TypeScript -> dist/, the web console -> dist/console ------------------------------------------------
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# --ignore-scripts: tsc needs no install script (and the slim image has no compiler for optional native add-ons).
-# --omit=optional: tsc needs no platform package either (Claude Code's, a test client, is ~400 MB).
-RUN npm ci --ignore-scripts --omit=optional --no-audit --no-fund
+# --ignore-scripts: the build needs no install script (and the slim image has no compiler for optional native add-ons).
+# Optional packages stay: Vite's bundler and CSS minifier (rolldown, lightningcss) ship their native code
+# as platform packages. This stage is thrown away, so the larger install never reaches the image.
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/build-if-stale.mjs ./scripts/
 COPY src ./src

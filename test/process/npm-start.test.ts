@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { STAMP, staleReason } from '../../scripts/build-if-stale.mjs';
+import { CONSOLE_STAMP, consoleStaleReason, STAMP, staleReason } from '../../scripts/build-if-stale.mjs';
 import { dockerfileFlags, npmStartFlags } from '../../scripts/node-flags.js';
 import { freePort } from '../support/redis-server.js';
 
@@ -63,6 +63,29 @@ describe('prestart: build only when dist/ is missing or stale', () => {
     at('package.json', 3000);
     expect(staleReason(root)).toBe('package.json changed since the last build');
   });
+
+  it('builds the console when dist/console is missing or older than src/console; a console change does not rebuild the server', () => {
+    root = mkdtempSync(join(tmpdir(), 'nova-start-'));
+    mkdirSync(join(root, 'src', 'console'), { recursive: true });
+    writeFileSync(join(root, 'src', 'console', 'app.tsx'), '');
+    writeFileSync(join(root, 'package.json'), '{}');
+    for (const path of ['src/console/app.tsx', 'src/console', 'src', 'package.json']) at(path, 1000);
+    expect(consoleStaleReason(root)).toBe('dist/console has no complete build');
+
+    mkdirSync(join(root, 'dist', 'src'), { recursive: true });
+    mkdirSync(join(root, 'dist', 'console'));
+    writeFileSync(join(root, 'dist', 'src', 'server.js'), '');
+    writeFileSync(join(root, 'dist', 'console', 'index.html'), '');
+    writeFileSync(join(root, STAMP), '');
+    writeFileSync(join(root, CONSOLE_STAMP), '');
+    at(STAMP, 2000);
+    at(CONSOLE_STAMP, 2000);
+    expect(consoleStaleReason(root)).toBeNull();
+
+    at('src/console/app.tsx', 3000);
+    expect(consoleStaleReason(root)).toBe("src/console changed since the console's last build");
+    expect(staleReason(root)).toBeNull();
+  });
 });
 
 /** `npm start` in this checkout: the second start compiles nothing, and SIGTERM to npm stops the server. */
@@ -93,8 +116,10 @@ describe('npm start', () => {
     first.child.kill('SIGTERM');
     expect(await first.exited).not.toBeNull();
     expect(staleReason(ROOT)).toBeNull();
+    expect(consoleStaleReason(ROOT)).toBeNull();
 
     const second = await start();
+    // Neither the server nor the console ("nova-gateway: building the web console").
     expect(second.output.join('')).not.toContain('nova-gateway: building');
     // node runs with the start script's flags (npm's shell exec'd it).
     const commandLine = serverCommandLine(second.child.pid!);
