@@ -1,8 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { RefusedBy } from '../store/quota-types.js';
-
-/** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total). */
-export type LimitKind = 'requests' | 'tokens' | 'concurrency' | 'budget' | 'management';
+import { limitKindOf, type LimitKind, type RefusedBy } from '../store/quota-types.js';
 
 /** Admission decisions, refusals and the Redis trouble behind fallbacks. */
 export class QuotaMetrics {
@@ -97,10 +94,4 @@ export class QuotaMetrics {
   labels(projectId: string): Record<string, string> {
     return this.projectLabel ? { project_id: projectId } : {};
   }
-}
-
-export function limitKindOf(refusedBy: RefusedBy): LimitKind {
-  if (refusedBy === 'requests' || refusedBy === 'tokens' || refusedBy === 'concurrency') return refusedBy;
-  // Spent budgets, and budgets that fail closed while Redis is unreachable.
-  return 'budget';
 }

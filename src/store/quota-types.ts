@@ -69,6 +69,18 @@ export type RefusedBy =
   /** The store is unreachable and budgets fail closed (rate_limits.budgets_when_store_down). */
   | 'budget_unchecked';
 
+/** The limit kinds a model request is refused by, as usage buckets and metrics count them. */
+export const MODEL_LIMIT_KINDS = ['requests', 'tokens', 'concurrency', 'budget'] as const;
+export type ModelLimitKind = (typeof MODEL_LIMIT_KINDS)[number];
+/** Which limit refused a request (the `limit` label of nova_rate_limit_refusals_total): a model limit, or the management limit. */
+export type LimitKind = ModelLimitKind | 'management';
+
+export function limitKindOf(refusedBy: RefusedBy): ModelLimitKind {
+  if (refusedBy === 'requests' || refusedBy === 'tokens' || refusedBy === 'concurrency') return refusedBy;
+  // Spent budgets, and budgets that fail closed while Redis is unreachable.
+  return 'budget';
+}
+
 /** What an admitted request holds and must give back or correct when it ends. */
 export interface Reservation {
   id: string;
