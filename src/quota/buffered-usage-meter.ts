@@ -1,7 +1,16 @@
 import { randomBase62 } from '../core/ids.js';
 import { RecentMap } from '../core/recent-map.js';
 import type { UsageMetrics } from '../metrics/usage-metrics.js';
-import { costParts, emptyCounts, type BudgetCorrection, type UsageEvent, type UsageRetention, type UsageStore } from '../store/usage-types.js';
+import {
+  addCounts,
+  costParts,
+  emptyCounts,
+  MINUTE_MS,
+  type BudgetCorrection,
+  type UsageEvent,
+  type UsageRetention,
+  type UsageStore,
+} from '../store/usage-types.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { UsageMeter, UsageRecord } from './usage-meter.js';
 import { validUsage } from './usage-validation.js';
@@ -50,6 +59,11 @@ export class BufferedUsageMeter implements UsageMeter {
   private readonly recent = new RecentMap<string, true>(RECENT_IDS);
   /** Requests admitted here (latest admission per id): when, by which key, the parts they reported. */
   private readonly open = new RecentMap<string, OpenRequest>(RECENT_IDS);
+  /**
+   * Refusal events still in the buffer, by project, model, key and minute: a refusal adds to one
+   * of them, so a flood of refused requests holds one event per minute and group, not one per request.
+   */
+  private readonly refusals = new Map<string, UsageEvent>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private readonly now: () => number;
@@ -95,6 +109,11 @@ export class BufferedUsageMeter implements UsageMeter {
           cachedPromptTokens: counts.cachedPromptTokens,
           cacheWriteTokens: counts.cacheWriteTokens,
           reasoningTokens: counts.reasoningTokens,
+          refusedRequests: counts.refusedRequests,
+          refusedTokens: counts.refusedTokens,
+          refusedConcurrency: counts.refusedConcurrency,
+          refusedBudget: counts.refusedBudget,
+          errors: counts.errors,
         },
         storageBytesDelta,
         model: usage.model ?? null,
@@ -106,17 +125,27 @@ export class BufferedUsageMeter implements UsageMeter {
         // A correction alone (admission.ts) adds to no bucket: it only rides on the batch.
         if (Object.values(event.counts).every((count) => count === 0) && storageBytesDelta === 0) event.dimensions = [];
       }
+      if (usage.part === 'refusal' && this.addRefusal(event)) return;
       const moved = request && !request.modelled && event.model !== null ? this.attribute(request, event) : null;
       if (this.buffered + (moved ? 3 : 1) > this.options.maxBuffered) {
         metrics.dropped.inc();
         return;
       }
       this.buffer.push(event);
+      if (usage.part === 'refusal') this.refusals.set(refusalKey(event), event);
       if (moved) this.buffer.push(moved[0], moved[1]);
       this.count(event, cost);
     } catch (error) {
       this.options.onError?.(error, 'usage record');
     }
+  }
+
+  /** Adds a refusal to the buffered one of its group and minute; false when there is none yet. */
+  private addRefusal(event: UsageEvent): boolean {
+    const buffered = this.refusals.get(refusalKey(event));
+    if (!buffered) return false;
+    addCounts(buffered.counts, event.counts);
+    return true;
   }
 
   /**
@@ -148,6 +177,8 @@ export class BufferedUsageMeter implements UsageMeter {
    * still has every one of them counted. Returns the open request when admitted here.
    */
   private accept(usage: UsageRecord): OpenRequest | undefined | false {
+    // Admission reports a refused request once by construction: nothing to remember of it.
+    if (usage.part === 'refusal') return undefined;
     const request = `${usage.projectId}:${usage.requestId}`;
     if (usage.part === 'request') {
       const opened: OpenRequest = {
@@ -193,6 +224,8 @@ export class BufferedUsageMeter implements UsageMeter {
       if (!this.pending) {
         if (this.buffer.length === 0) return;
         const events = this.buffer.splice(0, BATCH_SIZE);
+        // A batch is frozen: later refusals start new events (those left in the buffer merely stop taking more).
+        this.refusals.clear();
         this.pending = { seq: this.batches++, events };
       }
       const { seq, events } = this.pending;
@@ -254,6 +287,9 @@ export class BufferedUsageMeter implements UsageMeter {
   }
 
 }
+
+/** The group and minute a refusal event adds to. */
+const refusalKey = (event: UsageEvent) => `${event.projectId}\u0000${event.model ?? ''}\u0000${event.apiKeyId ?? ''}\u0000${Math.floor(event.atMs / MINUTE_MS)}`;
 
 /** The correction, or undefined when a number in it is not finite (it would poison the counters). */
 function finiteCorrection(budget: BudgetCorrection): BudgetCorrection | undefined {

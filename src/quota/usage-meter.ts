@@ -1,3 +1,4 @@
+import type { ModelLimitKind } from '../store/quota-types.js';
 import type { BudgetCorrection } from '../store/usage-types.js';
 
 /**
@@ -25,9 +26,20 @@ export interface UsageRecord {
   storageBytesDelta?: number;
   /**
    * Tells apart several reports of one request: one report per (request, part) counts.
-   * Default "usage" (the route's report); "request" is admission's own (set with requests: 1).
+   * Default "usage" (the route's report); "request" is admission's own (set with requests: 1),
+   * "refusal" its report of a refused request, "error" the report of an error answer.
    */
   part?: string;
+  /**
+   * A model request a limit refused: which kind (admission's report, part "refusal", once per
+   * request by construction). It counts in the refusals, never in `requests`.
+   */
+  refusedBy?: ModelLimitKind;
+  /**
+   * An admitted model request that ended in an error answer (1). Reported with part "error" by
+   * whichever sees it first (src/model-call/model-call.ts finish, src/routes/admission-hook.ts), so it counts once.
+   */
+  errors?: number;
   /** The API key that made the request (admission sets it; later reports of the request inherit it). */
   apiKeyId?: string;
   /** Dollars, computed once at settlement from the pricing of the target that served the request (src/quota/cost.ts). */

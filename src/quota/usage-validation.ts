@@ -1,4 +1,4 @@
-import type { UsageCounts } from '../store/usage-types.js';
+import { REFUSAL_COUNTS, type UsageCounts } from '../store/usage-types.js';
 import type { UsageRecord } from './usage-meter.js';
 
 /**
@@ -7,6 +7,7 @@ import type { UsageRecord } from './usage-meter.js';
  */
 export const USAGE_CAPS = {
   requests: 1,
+  errors: 1,
   promptTokens: 1_000_000_000,
   completionTokens: 1_000_000_000,
   /** Parts of promptTokens / completionTokens: also at most their whole. */
@@ -81,9 +82,15 @@ export function validUsage(record: UsageRecord): ValidUsage {
     invalid.push({ field: 'reasoningTokens', value: reasoningTokens });
     reasoningTokens = 0;
   }
+  const refused = record.refusedBy === undefined ? undefined : REFUSAL_COUNTS[record.refusedBy];
   return {
     counts: {
       requests: take('requests', record.requests, true),
+      refusedRequests: refused === 'refusedRequests' ? 1 : 0,
+      refusedTokens: refused === 'refusedTokens' ? 1 : 0,
+      refusedConcurrency: refused === 'refusedConcurrency' ? 1 : 0,
+      refusedBudget: refused === 'refusedBudget' ? 1 : 0,
+      errors: take('errors', record.errors, true),
       promptTokens,
       completionTokens,
       imageGenerations: take('imageGenerations', record.imageGenerations, true),

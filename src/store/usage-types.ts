@@ -1,4 +1,4 @@
-import type { SettleFence } from './quota-types.js';
+import type { ModelLimitKind, SettleFence } from './quota-types.js';
 
 /** The usage part of the Store (docs/limits-and-usage.md, "Usage"): bucketed measures per project, model and key. */
 
@@ -25,7 +25,22 @@ export interface UsageCounts {
   cacheWriteTokens: number;
   /** Of completionTokens, spent on reasoning. */
   reasoningTokens: number;
+  /** Model requests refused by a limit of that kind (not in `requests`, which counts admitted ones). */
+  refusedRequests: number;
+  refusedTokens: number;
+  refusedConcurrency: number;
+  refusedBudget: number;
+  /** Admitted model requests that ended in an error answer (docs/limits-and-usage.md, "Usage"). */
+  errors: number;
 }
+
+/** The refusal measure of each limit kind. */
+export const REFUSAL_COUNTS = {
+  requests: 'refusedRequests',
+  tokens: 'refusedTokens',
+  concurrency: 'refusedConcurrency',
+  budget: 'refusedBudget',
+} as const satisfies Record<ModelLimitKind, keyof UsageCounts>;
 
 /** How a bucket is split: not at all, per public model id, per API key id. */
 export type UsageDimension = 'all' | 'model' | 'api_key';
@@ -130,6 +145,11 @@ export const emptyCounts = (): UsageCounts => ({
   cachedPromptTokens: 0,
   cacheWriteTokens: 0,
   reasoningTokens: 0,
+  refusedRequests: 0,
+  refusedTokens: 0,
+  refusedConcurrency: 0,
+  refusedBudget: 0,
+  errors: 0,
 });
 
 export function addCounts(into: UsageCounts, from: UsageCounts): UsageCounts {
@@ -143,6 +163,11 @@ export function addCounts(into: UsageCounts, from: UsageCounts): UsageCounts {
   into.cachedPromptTokens += from.cachedPromptTokens;
   into.cacheWriteTokens += from.cacheWriteTokens;
   into.reasoningTokens += from.reasoningTokens;
+  into.refusedRequests += from.refusedRequests;
+  into.refusedTokens += from.refusedTokens;
+  into.refusedConcurrency += from.refusedConcurrency;
+  into.refusedBudget += from.refusedBudget;
+  into.errors += from.errors;
   return into;
 }
 

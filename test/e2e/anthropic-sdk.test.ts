@@ -133,7 +133,7 @@ usage:
     return (await response.json()) as UsageAnswer;
   }
 
-  const EMPTY_ROW: UsageGroupRow = { requests: 0, tokens: { prompt: 0, completion: 0, total: 0, cached_prompt: 0, cache_write: 0, reasoning: 0 }, image_generations: 0, audio_seconds: 0, cost: 0 };
+  const EMPTY_ROW: UsageGroupRow = { requests: 0, tokens: { prompt: 0, completion: 0, total: 0, cached_prompt: 0, cache_write: 0, reasoning: 0 }, image_generations: 0, audio_seconds: 0, cost: 0, refusals: { requests: 0, tokens: 0, concurrency: 0, budget: 0 }, errors: 0 };
   async function usageOfModel(own: TestProject, model: string): Promise<UsageGroupRow> {
     return (await usageOf(own)).groups?.find((group) => group.model === model) ?? EMPTY_ROW;
   }

@@ -116,8 +116,10 @@ describe.each(STORE_KINDS)('project settings, rate limits and usage routes (%s)'
       expect(response.statusCode).toBe(200);
       const body = response.json();
       expect(Object.keys(body).sort()).toEqual(
-        ['audio_seconds', 'cost', 'end_time', 'granularity', 'id', 'image_generations', 'object', 'requests', 'start_time', 'status', 'storage_bytes', 'tokens'].sort(),
+        ['audio_seconds', 'cost', 'end_time', 'errors', 'granularity', 'id', 'image_generations', 'object', 'refusals', 'requests', 'start_time', 'status', 'storage_bytes', 'tokens'].sort(),
       );
+      expect(body.refusals).toEqual({ requests: 0, tokens: 0, concurrency: 0, budget: 0 });
+      expect(body.errors).toBe(0);
       expect(body.granularity).toBe('minute');
       // 24 h widened to the edges of the minutes it overlaps.
       expect(Date.parse(body.start_time) % 60_000).toBe(0);

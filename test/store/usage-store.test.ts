@@ -138,6 +138,58 @@ describe.each(QUOTA_STORE_KINDS)('usage store (%s)', (kind: QuotaStoreKind) => {
     }
   });
 
+  it('counts refusals by limit kind and errors in the totals, every group and every bucket; refusals are not requests', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const kinds = ['requests', 'tokens', 'concurrency', 'budget'] as const;
+    for (let i = 0; i < 40; i++) {
+      // Refused: never admitted, so no "request" part.
+      meter.record({ projectId, requestId: `refused_${i}`, apiKeyId: `key_${i % 2}`, model: i % 5 === 0 ? null : `m${i % 2}`, part: 'refusal', refusedBy: kinds[i % 4] });
+    }
+    for (let i = 0; i < 10; i++) {
+      const requestId = `admitted_${i}`;
+      meter.record({ projectId, requestId, apiKeyId: 'key_0', requests: 1, part: 'request', model: 'm0' });
+      meter.record({ projectId, requestId, model: 'm0', promptTokens: 5, completionTokens: 1 });
+      // Both reporters of an error answer (ModelCall.finish, the admission hook): one counts.
+      if (i < 3) meter.record({ projectId, requestId, model: 'm0', part: 'error', errors: 1 });
+      if (i < 3) meter.record({ projectId, requestId, model: 'm0', part: 'error', errors: 1 });
+    }
+    await meter.close();
+    const total = await read(store.usage, projectId, {});
+    expect(total.requests).toBe(10);
+    expect(total.refusals).toEqual({ requests: 10, tokens: 10, concurrency: 10, budget: 10 });
+    expect(total.errors).toBe(3);
+    for (const groupBy of ['model', 'api_key'] as const) {
+      const grouped = await read(store.usage, projectId, { groupBy, bucketWidth: '1m' });
+      expect(grouped.refusals).toEqual(total.refusals);
+      for (const kind of kinds) {
+        expect(grouped.groups!.reduce((sum, row) => sum + row.refusals[kind], 0)).toBe(10);
+        for (const bucket of grouped.buckets!) expect(bucket.groups!.reduce((sum, row) => sum + row.refusals[kind], 0)).toBe(bucket.refusals[kind]);
+      }
+      expect(grouped.groups!.reduce((sum, row) => sum + row.errors, 0)).toBe(3);
+      expect(grouped.buckets!.reduce((sum, bucket) => sum + bucket.errors, 0)).toBe(3);
+    }
+    const byModel = (await read(store.usage, projectId, { groupBy: 'model' })).groups!;
+    expect(byModel.map((row) => [row.model, row.requests, row.errors, row.refusals])).toEqual([
+      ['m0', 10, 3, { requests: 8, tokens: 0, concurrency: 8, budget: 0 }],
+      ['m1', 0, 0, { requests: 0, tokens: 8, concurrency: 0, budget: 8 }],
+      [null, 0, 0, { requests: 2, tokens: 2, concurrency: 2, budget: 2 }],
+    ]);
+  });
+
+  it('holds a flood of refusals as one buffered record per group and minute', async () => {
+    const projectId = `proj_${randomBase62(12)}`;
+    const meter = meterOn(store.usage);
+    const atMs = Date.now();
+    for (let i = 0; i < 5000; i++) meter.record({ projectId, requestId: `flood_${i}`, apiKeyId: 'key_f', model: 'm', part: 'refusal', refusedBy: 'requests', atMs });
+    meter.record({ projectId, requestId: 'other', apiKeyId: 'key_g', model: 'm', part: 'refusal', refusedBy: 'tokens', atMs });
+    expect(meter.buffered).toBe(2);
+    await meter.close();
+    const total = await read(store.usage, projectId, { groupBy: 'api_key' });
+    expect(total.refusals).toEqual({ requests: 5000, tokens: 1, concurrency: 0, budget: 0 });
+    expect(total.groups!.map((row) => [row.api_key, row.refusals.requests])).toEqual([['key_f', 5000], ['key_g', 0]]);
+  });
+
   it('refuses cached or reasoning tokens that exceed their whole, and keeps the rest of the record', async () => {
     const projectId = `proj_${randomBase62(12)}`;
     const metrics = new Metrics({ defaultMetrics: false });
@@ -267,6 +319,37 @@ describe('usage reads are bounded', () => {
     const sent = commands.filter((name) => name !== 'script');
     expect(sent.length).toBeGreaterThanOrEqual(2);
     expect(sent.length).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+});
+
+describe('usage buckets written before the refusals and errors', () => {
+  it('read them 0, and take them on their next write', async () => {
+    const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
+    await waitUntilReady(client, 5000);
+    const prefix = `o${randomBase62(8)}`;
+    const store = new RedisStore(client, prefix);
+    const projectId = `proj_${randomBase62(12)}`;
+    const minute = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
+    // What apply-usage.lua wrote before: `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt` per bucket.
+    for (const [unit, start] of [['m', minute], ['h', Math.floor(minute / HOUR_MS) * HOUR_MS]] as const) {
+      for (const [dimension, group] of [['all', ''], ['model', 'm']] as const) {
+        await client.hset(`${prefix}:{${projectId}}:usage:${unit}:${dimension}`, `${start}|${group}`, '3,30,12,0,0,7,500,4,1,2');
+        await client.zadd(`${prefix}:{${projectId}}:usage:${unit}:${dimension}:idx`, start, `${start}|${group}`);
+      }
+    }
+    const before = await read(store.usage, projectId, { groupBy: 'model' });
+    expect(before).toMatchObject({ requests: 3, refusals: { requests: 0, tokens: 0, concurrency: 0, budget: 0 }, errors: 0 });
+    expect(before.tokens).toMatchObject({ prompt: 30, cached_prompt: 4, reasoning: 2 });
+    expect(before.groups!.map((row) => [row.model, row.refusals.requests, row.errors])).toEqual([['m', 0, 0]]);
+    const meter = meterOn(store.usage);
+    meter.record({ projectId, requestId: 'refused', model: 'm', part: 'refusal', refusedBy: 'budget', atMs: minute });
+    meter.record({ projectId, requestId: 'failed', model: 'm', part: 'error', errors: 1, atMs: minute });
+    await meter.close();
+    const after = await read(store.usage, projectId, { groupBy: 'model' });
+    expect(after).toMatchObject({ requests: 3, refusals: { requests: 0, tokens: 0, concurrency: 0, budget: 1 }, errors: 1 });
+    expect(after.tokens).toMatchObject({ prompt: 30, cached_prompt: 4, reasoning: 2 });
+    expect(after.groups!.map((row) => [row.model, row.requests, row.refusals.budget, row.errors])).toEqual([['m', 3, 1, 1]]);
     await store.close();
   });
 });

@@ -6,6 +6,8 @@ export interface UsageMeasures {
   image_generations: number;
   audio_seconds: number;
   cost: number;
+  refusals: { requests: number; tokens: number; concurrency: number; budget: number };
+  errors: number;
 }
 
 export interface UsageGroupRow extends UsageMeasures {

@@ -53,6 +53,13 @@ function view(counts: UsageCounts) {
     image_generations: counts.imageGenerations,
     audio_seconds: counts.audioMs / 1000,
     cost: dollarsOf(counts),
+    refusals: {
+      requests: counts.refusedRequests,
+      tokens: counts.refusedTokens,
+      concurrency: counts.refusedConcurrency,
+      budget: counts.refusedBudget,
+    },
+    errors: counts.errors,
   };
 }
 

@@ -31,6 +31,15 @@ const UsageMeasures = {
   audio_seconds: Type.Number(),
   /** Dollars, from the pricing of the targets that served the requests. */
   cost: Type.Number(),
+  /** Model requests refused with 429 (or 503 for budgets that fail closed), by the kind of limit; not in requests. */
+  refusals: Type.Object({
+    requests: Type.Integer(),
+    tokens: Type.Integer(),
+    concurrency: Type.Integer(),
+    budget: Type.Integer(),
+  }),
+  /** Admitted model requests that ended in an error answer (a 5xx, or a stream broken off). */
+  errors: Type.Integer(),
 };
 
 /** A model's or key's share; the id is null for usage without one (management routes, admin records). */

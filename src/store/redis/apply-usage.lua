@@ -2,13 +2,15 @@
 -- claimed against the replica's high-water mark in the same script as the increments, so a retry after
 -- a lost reply is a no-op.
 -- Each granularity (m, h) and dimension (all, model, api_key) is one hash, a field per
--- bucket (`<start>|<group>` -> `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt`), plus a zset index of the fields by
+-- bucket (`<start>|<group>` -> `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt,xr,xt,xc,xb,err`), plus a zset index of the fields by
 -- start: any window is one ZRANGEBYSCORE and HMGETs of what it finds. The sums are integers
 -- below 2^53 (the meter's caps keep them there), so Lua's doubles add them exactly; cost is
 -- fixed point (`cu` micro-dollars, `ca` 1e-18 dollars carried into `cu` at 1e12). Buckets
 -- past retention leave the hash and index here (a bounded number per call); the keys expire
 -- after the retention of their newest bucket. The cache and reasoning tokens (cpt, cwt, rt) came
--- later, last: a bucket written before them holds seven measures, and the missing ones read 0.
+-- later, last: a bucket written before them holds seven measures, and the missing ones read 0. So did
+-- the refusals by limit kind (xr, xt, xc, xb: requests, tokens, concurrency, budget) and the errors
+-- (err) after them: a bucket of ten measures reads them 0, and takes them on its next write.
 -- Budget corrections (usage-types.ts BudgetCorrection) are added to the budget hash with the usage,
 -- so they count exactly once too. One whose settlement may still run (a command that timed out while
 -- Redis hung runs when it resumes) counts only if quota-batch.lua has not run a later-or-equal batch
@@ -29,11 +31,13 @@
 --   entries: [{dimension ('all', 'model', 'api_key'), group ('' for none), minuteStart, hourStart
 --     (strings: the bucket field names' exact starts), requests, promptTokens, completionTokens,
 --     imageGenerations, audioMs, costMicros, costAtto, cachedPromptTokens, cacheWriteTokens,
---     reasoningTokens}].
+--     reasoningTokens, refusedRequests, refusedTokens, refusedConcurrency, refusedBudget, errors}].
 -- Returns the storage total.
 -- reconcile(), claim() and PRUNE_LIMIT: set before this by the caller.
 local TOTAL, APPLIED, EXPIRY, SIZES, BUDGET, HELD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[18]
 local Q = cjson.decode(ARGV[1])
+-- the measures a bucket holds now; an older bucket's fewer ones are read first, the rest start at 0
+local MEASURES = 15
 -- the bucket keys by granularity and dimension, in the order KEYS holds them
 local buckets, k = {}, 6
 for _, g in ipairs({'m', 'h'}) do
@@ -116,14 +120,16 @@ end
 if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
   local touched = {}
   for _, e in ipairs(Q.entries) do
-    -- in the order of the stored `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt`
+    -- in the order of the stored `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt,xr,xt,xc,xb,err`
     local add = {e.requests, e.promptTokens, e.completionTokens, e.imageGenerations, e.audioMs, e.costMicros, e.costAtto,
-      e.cachedPromptTokens, e.cacheWriteTokens, e.reasoningTokens}
+      e.cachedPromptTokens, e.cacheWriteTokens, e.reasoningTokens, e.refusedRequests, e.refusedTokens, e.refusedConcurrency,
+      e.refusedBudget, e.errors}
     for _, g in ipairs({'m', 'h'}) do
       local bucket = buckets[g][e.dimension]
       local start = g == 'm' and e.minuteStart or e.hourStart
       local member = start .. '|' .. e.group
-      local sums = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+      local sums = {}
+      for f = 1, MEASURES do sums[f] = 0 end
       local old = redis.call('HGET', bucket.hash, member)
       if old then
         local f = 1
@@ -132,13 +138,13 @@ if claim(APPLIED, Q.replica, Q.seq, Q.sub, Q.dedupMs) then
           f = f + 1
         end
       end
-      for f = 1, 10 do sums[f] = sums[f] + add[f] end
+      for f = 1, MEASURES do sums[f] = sums[f] + add[f] end
       if sums[7] >= 1e12 then
         local carry = math.floor(sums[7] / 1e12)
         sums[6] = sums[6] + carry
         sums[7] = sums[7] - carry * 1e12
       end
-      for f = 1, 10 do sums[f] = string.format('%.0f', sums[f]) end
+      for f = 1, MEASURES do sums[f] = string.format('%.0f', sums[f]) end
       redis.call('HSET', bucket.hash, member, table.concat(sums, ','))
       redis.call('ZADD', bucket.index, start, member)
       touched[bucket] = g

@@ -108,7 +108,7 @@ export class RedisUsageStore implements UsageStore {
             group: group ?? '',
             minuteStart: String(minuteMs),
             hourStart: String(Math.floor(minuteMs / HOUR_MS) * HOUR_MS),
-            ...counts, // requests, promptTokens, …, costAtto: the names apply-usage.lua reads
+            ...counts, // requests, promptTokens, …, errors: the names apply-usage.lua reads
           })),
         });
         totals.set(projectId, Number(await guard(this.redis.novaApplyUsage(keys.length, ...keys, arg))));
@@ -133,8 +133,11 @@ export class RedisUsageStore implements UsageStore {
       const member = String(reply[i]);
       const bar = member.indexOf('|');
       const group = member.slice(bar + 1);
-      // A bucket written before the cache and reasoning tokens existed holds only the first seven: the rest read 0.
-      const [r = 0, pt = 0, ct = 0, img = 0, aud = 0, cu = 0, ca = 0, cpt = 0, cwt = 0, rt = 0] = String(reply[i + 1]).split(',').map(Number);
+      // A bucket written before the cache and reasoning tokens, or before the refusals and errors,
+      // holds only the first seven or ten measures: the rest read 0 (apply-usage.lua).
+      const [r = 0, pt = 0, ct = 0, img = 0, aud = 0, cu = 0, ca = 0, cpt = 0, cwt = 0, rt = 0, xr = 0, xt = 0, xc = 0, xb = 0, err = 0] = String(reply[i + 1])
+        .split(',')
+        .map(Number);
       out.push({
         startMs: Number(member.slice(0, bar)),
         group: dimension === 'all' || group === '' ? null : group,
@@ -149,6 +152,11 @@ export class RedisUsageStore implements UsageStore {
           cachedPromptTokens: cpt,
           cacheWriteTokens: cwt,
           reasoningTokens: rt,
+          refusedRequests: xr,
+          refusedTokens: xt,
+          refusedConcurrency: xc,
+          refusedBudget: xb,
+          errors: err,
         },
       });
     }
