@@ -32,6 +32,12 @@ export interface CallOutcome {
   usage: Metered;
   storageBytes: number;
   attempt: Attempt | null;
+  /**
+   * The call ended in an error answer: a 5xx (the upstream's failure, unreachable or timed out, or
+   * the gateway's own), or a stream the upstream broke off or ended before its last event. Counted
+   * in the usage buckets' `errors` (docs/limits-and-usage.md, "Usage").
+   */
+  failed?: boolean;
   /** Extra access-log fields (a conversation id, …). */
   log?: Record<string, unknown>;
 }
@@ -124,7 +130,9 @@ export class ModelCall {
       // A JSON path returns its answer; a streaming path has sent the stream (typed loosely).
       return (await work()) as never;
     } catch (error) {
-      this.finish({ outcome: outcomeOf(error), usage: this.usageOfFailure(error), storageBytes: 0, attempt: null });
+      // A client that left got no answer; a 4xx is the request's own fault (or the upstream's 429).
+      const failed = !this.signal.aborted && !(error instanceof ClientGone) && !(error instanceof ApiError && error.statusCode < 500);
+      this.finish({ outcome: outcomeOf(error), usage: this.usageOfFailure(error), storageBytes: 0, attempt: null, failed });
       if (this.signal.aborted) {
         // Nobody is left to answer.
         this.reply.hijack();
@@ -219,6 +227,8 @@ export class ModelCall {
       cost,
       storageBytesDelta: result.storageBytes,
     });
+    // Its own part: the admission hook reports a 5xx answer too, and the meter keeps one report per part.
+    if (outcome.failed) ctx.usage.record({ projectId: this.projectId, requestId: this.request.id, model: model.id, part: 'error', errors: 1 });
     const traffic = ctx.metrics.modelTraffic;
     // The upstream's numbers as the usage record takes them (a value out of range as 0, and counted there).
     const input = withinCap(result.promptTokens, USAGE_CAPS.promptTokens, true);

@@ -75,7 +75,7 @@ export function relayStream(call: ModelCall, { response, attempt }: { response: 
         ended = true;
         const complete = upstreamFailure === null && relay.completed;
         const storageBytes = complete && options.onComplete ? options.onComplete() : 0;
-        call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), usage: usageOf('missing'), storageBytes, attempt });
+        call.finish({ outcome: upstreamFailure?.code ?? (complete ? 'completed' : 'truncated'), usage: usageOf('missing'), storageBytes, attempt, failed: !complete });
       },
     },
     reply.raw,

@@ -8,6 +8,7 @@ import type { Charge } from '../quota/request-charge.js';
 import { anthropicRateLimitHeaders, managementLimitHeaders, rateLimitHeaders } from '../quota/rate-limit-headers.js';
 import { speaksAnthropic } from '../http/anthropic-errors.js';
 import { requireModel } from '../auth/key-access.js';
+import { limitKindOf } from '../store/quota-types.js';
 
 /**
  * Runs right after authentication on every /v1 request: one admission decision (the model policy
@@ -36,7 +37,11 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const decision = await ctx.admission.admit(projectId, charge, limited ? keyId : undefined);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
     if (speaksAnthropic(request)) reply.headers(anthropicRateLimitHeaders(decision, ctx.now()));
-    if (!decision.allowed) throw refusal(decision, charge, ctx.now(), keyId);
+    if (!decision.allowed) {
+      // Counted in the usage buckets by the limit's kind, not in `requests` (admitted ones only).
+      ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, model, part: 'refusal', refusedBy: limitKindOf(decision.refusedBy ?? 'requests') });
+      throw refusal(decision, charge, ctx.now(), keyId);
+    }
     request.projectPriority = decision.priority ?? null;
     const metrics = ctx.metrics.quota;
     metrics.requestInFlight(projectId, true);
@@ -45,6 +50,11 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     const closed = () => {
       metrics.requestInFlight(projectId, false);
       held?.responseClosed();
+      // An error answer of any model route (a stream that failed after its 200 is ModelCall.finish's
+      // to report): part "error", so a request that both report counts once.
+      if (reply.raw.headersSent && reply.raw.statusCode >= 500) {
+        ctx.usage.record({ projectId, requestId: request.id, apiKeyId: keyId, model, part: 'error', errors: 1 });
+      }
     };
     // A client that left while the admission was decided: its response's 'close' has already passed,
     // so what the request holds is given back now, and no handler runs for it (below).

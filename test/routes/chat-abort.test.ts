@@ -164,6 +164,8 @@ describe('client disconnects and broken upstream streams (real sockets)', () => 
     const data = sseData(res.body);
     expect(JSON.parse(data.at(-1)!)).toMatchObject({ error: { type: 'upstream_error', code: 'upstream_unavailable' } });
     expect(usage.of('req-breaks')).toEqual([expect.objectContaining({ promptTokens: 16, completionTokens: 4096, storageBytesDelta: 0 })]);
+    // A stream broken off after its 200 is an error answer all the same.
+    expect(usage.errorsOf('req-breaks')).toEqual([expect.objectContaining({ model: 'breaks-1', errors: 1 })]);
     const conversation = await test.app.inject({ url: `/v1/conversations/${res.headers['x-conversation-id']}`, headers: project.auth });
     expect(conversation.statusCode).toBe(404);
   });

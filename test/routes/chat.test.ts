@@ -156,6 +156,8 @@ describe('POST /v1/chat/completions (memory store, fake upstream)', () => {
       expect(errorOf(res)).toMatchObject({ status, type: 'upstream_error', code });
       expect(res.body).not.toContain(UPSTREAM_KEY);
       expect(usage.of(`req-${model}-${stream}`)).toEqual([expect.objectContaining({ promptTokens: 0, completionTokens: 0 })]);
+      // An error answer, reported by the model call and the response's end (one counts).
+      expect(usage.errorsOf(`req-${model}-${stream}`)).not.toHaveLength(0);
     }
   });
 

@@ -8,9 +8,14 @@ export class RecordingUsageMeter implements UsageMeter {
     this.records.push({ ...usage });
   }
 
-  /** The route's reports of a request (admission's request count is a record of its own). */
+  /** The route's reports of a request (admission's request count, a refusal and an error are records of their own). */
   of(requestId: string): UsageRecord[] {
-    return this.records.filter((record) => record.requestId === requestId && record.requests === undefined);
+    return this.records.filter((record) => record.requestId === requestId && record.requests === undefined && record.part !== 'error' && record.part !== 'refusal');
+  }
+
+  /** The error reports of a request (each reporter's; the meter counts one per request). */
+  errorsOf(requestId: string): UsageRecord[] {
+    return this.records.filter((record) => record.requestId === requestId && record.part === 'error');
   }
 
   total(field: keyof UsageRecord, projectId?: string): number {
