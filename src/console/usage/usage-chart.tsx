@@ -15,9 +15,10 @@ export function UsageChart({ series, measure, groupLabel }: { series: Series; me
       {series.total === 0 ? (
         <Empty>No {label.toLowerCase()} in this window: nothing to chart.</Empty>
       ) : (
-        <div className="chart-area" aria-hidden="true">
+        // Recharts' accessibility layer: the chart takes focus and the arrow keys move its tooltip from bucket to bucket.
+        <div className="chart-area">
           <ResponsiveContainer width="100%" height={280}>
-            <BarChart data={series.rows} margin={{ top: 8, right: 8, bottom: 8, left: 8 }}>
+            <BarChart data={series.rows} margin={{ top: 8, right: 8, bottom: 8, left: 8 }} accessibilityLayer title={`${label} per bucket, by ${groupLabel}`} desc={summary}>
               <CartesianGrid strokeDasharray="3 3" vertical={false} />
               <XAxis dataKey="label" tick={{ fontSize: 12 }} minTickGap={16} />
               <YAxis tick={{ fontSize: 12 }} width={64} tickFormatter={(value: number) => formatMeasure(value, measure)} />
