@@ -323,21 +323,30 @@ describe('usage reads are bounded', () => {
   });
 });
 
+/**
+ * A Redis store whose project holds, in its current minute and hour, buckets as an older
+ * apply-usage.lua wrote them: `value` (its measures, comma-separated) under each group given.
+ */
+async function storeWithOldBuckets(value: string, groups: (readonly ['all' | 'model', string])[]) {
+  const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
+  await waitUntilReady(client, 5000);
+  const prefix = `o${randomBase62(8)}`;
+  const store = new RedisStore(client, prefix);
+  const projectId = `proj_${randomBase62(12)}`;
+  const minute = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
+  for (const [unit, start] of [['m', minute], ['h', Math.floor(minute / HOUR_MS) * HOUR_MS]] as const) {
+    for (const [dimension, group] of groups) {
+      await client.hset(`${prefix}:{${projectId}}:usage:${unit}:${dimension}`, `${start}|${group}`, value);
+      await client.zadd(`${prefix}:{${projectId}}:usage:${unit}:${dimension}:idx`, start, `${start}|${group}`);
+    }
+  }
+  return { store, projectId, minute };
+}
+
 describe('usage buckets written before the refusals and errors', () => {
   it('read them 0, and take them on their next write', async () => {
-    const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
-    await waitUntilReady(client, 5000);
-    const prefix = `o${randomBase62(8)}`;
-    const store = new RedisStore(client, prefix);
-    const projectId = `proj_${randomBase62(12)}`;
-    const minute = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
     // What apply-usage.lua wrote before: `r,pt,ct,img,aud,cu,ca,cpt,cwt,rt` per bucket.
-    for (const [unit, start] of [['m', minute], ['h', Math.floor(minute / HOUR_MS) * HOUR_MS]] as const) {
-      for (const [dimension, group] of [['all', ''], ['model', 'm']] as const) {
-        await client.hset(`${prefix}:{${projectId}}:usage:${unit}:${dimension}`, `${start}|${group}`, '3,30,12,0,0,7,500,4,1,2');
-        await client.zadd(`${prefix}:{${projectId}}:usage:${unit}:${dimension}:idx`, start, `${start}|${group}`);
-      }
-    }
+    const { store, projectId, minute } = await storeWithOldBuckets('3,30,12,0,0,7,500,4,1,2', [['all', ''], ['model', 'm']]);
     const before = await read(store.usage, projectId, { groupBy: 'model' });
     expect(before).toMatchObject({ requests: 3, refusals: { requests: 0, tokens: 0, concurrency: 0, budget: 0 }, errors: 0 });
     expect(before.tokens).toMatchObject({ prompt: 30, cached_prompt: 4, reasoning: 2 });
@@ -356,17 +365,8 @@ describe('usage buckets written before the refusals and errors', () => {
 
 describe('usage buckets written before the cache and reasoning tokens', () => {
   it('read as before, the new measures 0, and take the new measures on their next write', async () => {
-    const client = createRedisClient({ url: inject('redisUrl'), mode: 'standalone', commandTimeoutMs: 2000 });
-    await waitUntilReady(client, 5000);
-    const prefix = `o${randomBase62(8)}`;
-    const store = new RedisStore(client, prefix);
-    const projectId = `proj_${randomBase62(12)}`;
-    const minute = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
     // What apply-usage.lua wrote before: `r,pt,ct,img,aud,cu,ca` per bucket.
-    for (const [unit, start] of [['m', minute], ['h', Math.floor(minute / HOUR_MS) * HOUR_MS]] as const) {
-      await client.hset(`${prefix}:{${projectId}}:usage:${unit}:all`, `${start}|`, '2,30,12,0,0,7,500');
-      await client.zadd(`${prefix}:{${projectId}}:usage:${unit}:all:idx`, start, `${start}|`);
-    }
+    const { store, projectId, minute } = await storeWithOldBuckets('2,30,12,0,0,7,500', [['all', '']]);
     expect((await read(store.usage, projectId, {})).tokens).toEqual({ prompt: 30, completion: 12, total: 42, cached_prompt: 0, cache_write: 0, reasoning: 0 });
     const meter = meterOn(store.usage);
     meter.record({ projectId, requestId: 'new', model: 'm', promptTokens: 10, completionTokens: 4, cachedPromptTokens: 6, cacheWriteTokens: 1, reasoningTokens: 2, atMs: minute });
