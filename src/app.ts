@@ -1,3 +1,5 @@
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Logger } from 'pino';
@@ -30,6 +32,8 @@ import { BufferedUsageMeter } from './quota/buffered-usage-meter.js';
 import { installMetricsHooks, metricsRoute } from './metrics/metrics-endpoint.js';
 import { ModelRegistry } from './model-call/model-registry.js';
 import { Alerts } from './alerts/alerts.js';
+import { ConsoleSessions, sessionSecretOf } from './auth/console-session.js';
+import { consoleRoutes } from './routes/console.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -44,6 +48,10 @@ export interface AppDeps {
   serveMetrics?: boolean;
   /** Where upstream keys (models[].api_key_env) are read; default process.env. */
   env?: NodeJS.ProcessEnv;
+  /** Seals console session cookies (NOVA_CONSOLE_SECRET); default: the admin token, else one of this process. */
+  consoleSecret?: string;
+  /** The built console's files; default dist/console of this installation. */
+  consoleRoot?: string;
   /** The store's reachability and its log lines; default: one built here, logging through the app. */
   storeHealth?: StoreHealth;
 }
@@ -133,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       },
     }),
     alerts: new Alerts({ config, store, now, env: deps.env ?? process.env, onError: storeFailed('webhook alerts') }).start(),
+    sessions: config.console.enabled ? consoleSessions(deps, config, now, app) : null,
   };
   app.addHook('onClose', async () => {
     await ctx.alerts.close();
@@ -182,9 +191,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(healthRoutes, { ctx });
   await app.register(v1Routes, { ctx });
   if (deps.adminToken) await app.register(adminRoutes, { ctx, adminToken: deps.adminToken });
+  if (ctx.sessions) await app.register(consoleRoutes, { ctx, sessions: ctx.sessions, root: deps.consoleRoot ?? builtConsoleRoot() });
 
   await app.ready();
   return { app, ctx };
+}
+
+function consoleSessions(deps: AppDeps, config: GatewayConfig, now: () => number, app: FastifyInstance): ConsoleSessions {
+  const { secret, shared } = sessionSecretOf(deps.consoleSecret, deps.adminToken);
+  if (!shared) app.log.warn('neither NOVA_CONSOLE_SECRET nor NOVA_ADMIN_TOKEN is set: console sessions hold on this replica only');
+  return new ConsoleSessions({ secret, adminToken: deps.adminToken, ttlMs: config.console.session_ttl_seconds * 1000, now });
+}
+
+/** dist/console beside the compiled server (dist/src/app.js), or of the checkout when run from source (src/app.ts). */
+function builtConsoleRoot(): string {
+  const above = fileURLToPath(new URL('..', import.meta.url));
+  return basename(above) === 'dist' ? join(above, 'console') : join(above, 'dist', 'console');
 }
 
 /** For apps built without a process (tests): the store's health, probed while away, stopped on close. */

@@ -46,7 +46,7 @@ async function main(): Promise<void> {
   }
 
   const serveMetrics = settings.metricsPort === 0;
-  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, metrics, serveMetrics, storeHealth: health });
+  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, consoleSecret: settings.consoleSecret, metrics, serveMetrics, storeHealth: health });
   if (!settings.adminToken) logger.info('NOVA_ADMIN_TOKEN is not set: the admin API is disabled');
 
   const { host, port, metricsPort } = settings;

@@ -53,7 +53,20 @@ export class Authenticator {
       throw missingApiKey();
     }
     if (!isWellFormedSecret(secret)) return this.fail('malformed', clientAddress);
-    const hash = hashSecret(secret);
+    return this.principalOf(hashSecret(secret), clientAddress);
+  }
+
+  /**
+   * The key of a console session (src/auth/console-session.ts), by its secret's hash, from the same
+   * cache: a revoked key ends its sessions as fast as its API calls. Not a guess, so not counted
+   * against the address.
+   */
+  async authenticateHash(hash: string): Promise<AuthenticatedKey> {
+    return this.principalOf(hash, null);
+  }
+
+  /** `clientAddress` null: a session's key, whose failure is not counted against the address. */
+  private async principalOf(hash: string, clientAddress: string | null): Promise<AuthenticatedKey> {
     let principal = this.options.cache.get(hash);
     if (principal) {
       this.events.cacheHit();
@@ -100,9 +113,9 @@ export class Authenticator {
     await this.options.store.invalidation.publish(secretHashes);
   }
 
-  private async fail(reason: 'malformed' | 'unknown', clientAddress: string): Promise<never> {
+  private async fail(reason: 'malformed' | 'unknown', clientAddress: string | null): Promise<never> {
     try {
-      await this.options.failedAttempts.count(clientAddress);
+      if (clientAddress !== null) await this.options.failedAttempts.count(clientAddress);
     } catch (throttled) {
       this.events.failure('throttled');
       throw throttled;

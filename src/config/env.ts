@@ -25,6 +25,8 @@ const EnvSchema = Type.Object({
   REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String()),
   NOVA_CONFIG: Type.String({ default: 'config/gateway.yaml' }),
   NOVA_ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'at least 16 characters' })),
+  /** Seals the web console's session cookies; replicas share it. Default: derived from NOVA_ADMIN_TOKEN. */
+  NOVA_CONSOLE_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'at least 32 characters' })),
   LOG_LEVEL: Type.Enum(LOG_LEVELS, { default: 'info', description: `one of ${LOG_LEVELS.join(', ')}` }),
   NOVA_DRAIN_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 0, description: 'a whole number of milliseconds' })),
 });
@@ -59,6 +61,7 @@ export function readProcessSettings(env: NodeJS.ProcessEnv = process.env) {
     redisSentinelPassword: vars.REDIS_SENTINEL_PASSWORD,
     configPath: vars.NOVA_CONFIG,
     adminToken: vars.NOVA_ADMIN_TOKEN,
+    consoleSecret: vars.NOVA_CONSOLE_SECRET,
     logLevel: vars.LOG_LEVEL,
     drainTimeoutMs: vars.NOVA_DRAIN_TIMEOUT_MS,
   };

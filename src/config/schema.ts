@@ -260,6 +260,18 @@ export const GatewayConfigSchema = Type.Object(
       ),
       {},
     ),
+    console: Defaulted(
+      Type.Object(
+        {
+          // The web console at /console/ (docs/console.md); its sign-in, sessions and static files.
+          enabled: Defaulted(Type.Boolean(), true),
+          // How long a console session lasts after sign-in.
+          session_ttl_seconds: Defaulted(Type.Integer({ minimum: 1, maximum: 7 * DAY }), 12 * 3600),
+        },
+        { additionalProperties: false },
+      ),
+      {},
+    ),
     conversations: Defaulted(
       Type.Object(
         {

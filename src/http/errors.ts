@@ -57,6 +57,18 @@ export const expiredApiKey = () =>
 export const invalidAdminToken = () =>
   new ApiError(401, 'authentication_error', 'invalid_api_key', 'Invalid admin token.');
 
+export const invalidConsoleToken = () =>
+  new ApiError(401, 'authentication_error', 'invalid_api_key', 'The token is neither the admin token nor a valid API key.', 'token');
+
+export const noConsoleSession = () =>
+  new ApiError(401, 'authentication_error', 'session_required', 'No console session, or it has expired: sign in again.');
+
+export const invalidCsrfToken = () =>
+  new ApiError(403, 'permission_error', 'csrf_token_invalid', "A call made with a console session must carry that session's x-csrf-token header.", 'x-csrf-token');
+
+export const consoleNotBuilt = () =>
+  new ApiError(503, 'service_unavailable', 'console_not_built', 'The web console is not built in this installation: run `npm run build`.');
+
 export const projectMismatch = (param = 'project_id') =>
   new ApiError(403, 'permission_error', 'project_mismatch', 'The API key does not belong to this project.', param);
 

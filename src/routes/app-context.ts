@@ -11,6 +11,7 @@ import type { Priority, Store } from '../store/types.js';
 import type { AuthenticatedKey } from '../auth/key-access.js';
 import type { ModelCallContext } from '../model-call/model-call-context.js';
 import type { Alerts } from '../alerts/alerts.js';
+import type { ConsoleSessions } from '../auth/console-session.js';
 
 /** Drain state: set by the process on SIGTERM, read by hooks and probes. */
 export interface Lifecycle {
@@ -38,6 +39,8 @@ export interface AppContext extends ModelCallContext {
   charges: RequestCharges;
   /** Budget alerts and key-expiry notices: `alerts.events.emit` and the delivery worker (src/alerts/). */
   alerts: Alerts;
+  /** The web console's sessions (src/auth/console-session.ts); null when `console.enabled` is false. */
+  sessions: ConsoleSessions | null;
 }
 
 declare module 'fastify' {

@@ -1,4 +1,6 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { AuthenticatedKey } from '../auth/key-access.js';
+import { consoleSessionOf, requireCsrf } from './console-auth.js';
 import type { AppContext } from './app-context.js';
 import { apiKeyRoutes } from './management/api-keys.js';
 import { admitRequest } from './admission-hook.js';
@@ -19,6 +21,18 @@ import { messagesRoutes } from './model-traffic/messages.js';
 import { requireScope } from '../auth/key-access.js';
 import './route-scope.js';
 
+/**
+ * A console session's key (src/routes/console-auth.ts), on management routes only: a browser tab never
+ * spends model traffic. Without a key session, the request has no key.
+ */
+async function sessionKey(ctx: AppContext, request: FastifyRequest): Promise<AuthenticatedKey> {
+  const session = consoleSessionOf(ctx, request);
+  if (session?.role !== 'key') return ctx.authenticator.authenticate(undefined, request.ip);
+  const principal = await ctx.authenticator.authenticateHash(session.keyHash);
+  requireCsrf(ctx, request, session);
+  return principal;
+}
+
 /** Everything under /v1: authenticated by a project key before any handler runs. */
 export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
   app.decorateRequest('principal', null);
@@ -35,7 +49,11 @@ export const v1Routes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { c
   // client without a valid key costs no body work (README.md, "Operations at a glance").
   app.addHook('onRequest', async (request, reply) => {
     try {
-      const principal = await ctx.authenticator.authenticate(presentedKey(request.headers), request.ip);
+      const secret = presentedKey(request.headers);
+      const principal =
+        secret === undefined && request.headers.cookie !== undefined && request.routeOptions.config.modelCall?.traffic !== 'model'
+          ? await sessionKey(ctx, request)
+          : await ctx.authenticator.authenticate(secret, request.ip);
       request.principal = principal;
       // Before admission, so a refused request is not charged (the route's scope: src/routes/route-scope.ts).
       const scope = request.routeOptions.config.scope;

@@ -15,6 +15,7 @@ const EXPECTED: Record<string, string | null> = {
   'PUT /v1/projects/{project_id}': 'project:write',
   'PATCH /v1/projects/{project_id}/rate-limits': 'project:write',
   'GET /v1/projects/{project_id}/usage': 'usage:read',
+  'GET /v1/projects/{project_id}': null,
   'GET /v1/conversations/{conversation_id}': 'conversations:read',
   'DELETE /v1/conversations/{conversation_id}': 'model',
   'GET /v1/models': null,

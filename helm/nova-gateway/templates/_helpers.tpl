@@ -88,6 +88,9 @@ Deployment so that `helm template`, `lint` and `install` all fail early with a c
 {{- if $v.adminToken }}
 {{- fail "adminToken cannot be combined with existingSecret: put NOVA_ADMIN_TOKEN in the existing Secret" }}
 {{- end }}
+{{- if $v.consoleSecret }}
+{{- fail "consoleSecret cannot be combined with existingSecret: put NOVA_CONSOLE_SECRET in the existing Secret" }}
+{{- end }}
 {{- if $v.upstreamApiKeys }}
 {{- fail "upstreamApiKeys cannot be combined with existingSecret: put the upstream keys in the existing Secret" }}
 {{- end }}

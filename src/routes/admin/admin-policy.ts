@@ -1,25 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { AppContext } from '../app-context.js';
-import type { GatewayConfig } from '../../config/gateway-config.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { resourceNotFound } from '../../http/errors.js';
-import { errorResponses, IsoTime, Nullable } from '../../http/schemas.js';
-import type { ProjectRecord } from '../../store/types.js';
-import { auditEvent } from '../audit-event.js';
-import { checkCostBudget, effectiveCeilings } from '../management/policy-rules.js';
-import { CeilingsBody, CeilingsView, PolicyFieldsBody, PolicyView } from '../management/policy-schemas.js';
+import { errorResponses, Nullable } from '../../http/schemas.js';
 import { PrioritySchema } from '../management/api-key-view.js';
-
-export const ProjectFields = {
-  name: Type.String(),
-  environment: Nullable(Type.String()),
-  created_at: IsoTime,
-  updated_at: IsoTime,
-  rate_limits: Type.Object(PolicyView),
-  ceilings: CeilingsView,
-  priority: Nullable(PrioritySchema),
-};
+import { auditEvent } from '../audit-event.js';
+import { checkCostBudget } from '../management/policy-rules.js';
+import { CeilingsBody, PolicyFieldsBody } from '../management/policy-schemas.js';
+import { projectUsage } from '../management/projects.js';
+import { UsageAnswerFields, UsageQuerySchema } from '../management/usage-schemas.js';
+import { ProjectFields, projectView } from '../management/project-view.js';
 
 export const ProjectParams = Type.Object({ project_id: Type.String({ maxLength: 128 }) });
 
@@ -35,19 +26,6 @@ async function projectDetails(ctx: AppContext, projectId: string) {
     ctx.store.conversations.held(projectId, ctx.config.conversations.max_bytes_per_project),
   ]);
   return { key_count: keyCount, conversations: { bytes_held: held.bytes, max_bytes: held.maxBytes } };
-}
-
-/** A project as the admin API shows it: settings, policy and effective ceilings. */
-export function projectView(project: ProjectRecord, config: GatewayConfig) {
-  return {
-    name: project.name,
-    environment: project.environment,
-    created_at: project.created_at,
-    updated_at: project.updated_at,
-    rate_limits: project.rate_limits,
-    ceilings: effectiveCeilings(project.ceilings, config),
-    priority: project.priority ?? null,
-  };
 }
 
 /** The operator's view of a project's quota: read it, and set policy and ceilings to any value. */
@@ -67,6 +45,23 @@ export const adminPolicyRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> =
       const project = await store.projects.get(request.params.project_id);
       if (!project) throw resourceNotFound('project', 'project_id');
       return envelope(project.id, { ...projectView(project, config), ...(await projectDetails(ctx, project.id)) });
+    },
+  );
+
+  app.get(
+    '/admin/v1/projects/:project_id/usage',
+    {
+      schema: {
+        summary: 'Usage of a project, as GET /v1/projects/:project_id/usage answers it',
+        params: ProjectParams,
+        querystring: UsageQuerySchema,
+        response: { 200: envelopeSchema(UsageAnswerFields), ...errorResponses },
+      },
+    },
+    async (request) => {
+      const { project_id: projectId } = request.params;
+      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
+      return projectUsage(ctx, projectId, request.query);
     },
   );
 

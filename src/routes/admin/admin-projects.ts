@@ -6,7 +6,8 @@ import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { resourceNotFound } from '../../http/errors.js';
 import { isGatewayId } from '../../core/ids.js';
 import { Cursor, errorResponses, Nullable, PageLimit } from '../../http/schemas.js';
-import { ProjectFields, ProjectParams, projectView } from './admin-policy.js';
+import { ProjectParams } from './admin-policy.js';
+import { ProjectFields, projectView } from '../management/project-view.js';
 import { auditEvent } from '../audit-event.js';
 
 const ProjectSummary = Type.Object({ id: Type.String(), ...ProjectFields });

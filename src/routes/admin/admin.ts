@@ -7,15 +7,17 @@ import { closeIfBodyUnread } from '../../auth/unread-body.js';
 import { envelope, envelopeSchema } from '../../http/envelope.js';
 import { invalidAdminToken, invalidParameter, resourceNotFound } from '../../http/errors.js';
 import { mintId } from '../../core/ids.js';
-import { errorResponses, IsoTime, Nullable } from '../../http/schemas.js';
+import { errorResponses, Nullable } from '../../http/schemas.js';
 import type { ProjectRecord } from '../../store/types.js';
-import { NO_KEY_LIMITS, type KeyLimits } from '../../store/quota-types.js';
-import { ApiKeyFields, apiKeyView, BOOTSTRAP_POLICY, KeyPolicyFields, mintApiKey, PrioritySchema } from '../management/api-key-view.js';
+import { ApiKeyFields, apiKeyView, mintApiKey, PrioritySchema } from '../management/api-key-view.js';
 import { adminRecordRoutes } from './admin-records.js';
 import { adminProjectRoutes } from './admin-projects.js';
 import { adminWebhookRoutes } from './admin-webhooks.js';
+import { adminApiKeyRoutes } from './admin-api-keys.js';
 import { auditEvent } from '../audit-event.js';
-import { adminPolicyRoutes, ProjectFields, ProjectParams, projectView } from './admin-policy.js';
+import { consoleSessionOf, requireCsrf } from '../console-auth.js';
+import { adminPolicyRoutes, ProjectParams } from './admin-policy.js';
+import { ProjectFields, projectView } from '../management/project-view.js';
 import { checkCostBudget } from '../management/policy-rules.js';
 import { CeilingsBody, PolicyFieldsBody } from '../management/policy-schemas.js';
 
@@ -46,6 +48,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   app.addHook('onRequest', async (request, reply) => {
     const { authorization } = request.headers;
     if (isAdminToken(authorization, adminToken)) return;
+    // The operator's console session, in place of the token (src/routes/console-auth.ts).
+    const session = authorization === undefined ? consoleSessionOf(ctx, request) : null;
+    if (session?.role === 'admin') return requireCsrf(ctx, request, session);
     closeIfBodyUnread(reply);
     // Like API keys: a wrong token counts against the address, a missing one does not.
     if (bearerToken(authorization) !== undefined) await ctx.failedAttempts.count(request.ip);
@@ -55,6 +60,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
   await app.register(adminProjectRoutes, { ctx });
   await app.register(adminPolicyRoutes, { ctx });
   await app.register(adminWebhookRoutes, { ctx });
+  await app.register(adminApiKeyRoutes, { ctx });
 
   app.post(
     '/admin/v1/projects',
@@ -100,45 +106,6 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext; adminToke
       ]);
       request.log.info({ project_id: project.id, key_id: key.record.id }, 'project created');
       return envelope(project.id, { ...projectView(project, ctx.config), api_key: { ...apiKeyView(key.record), secret } });
-    },
-  );
-
-  app.post(
-    '/admin/v1/projects/:project_id/api-keys',
-    {
-      schema: {
-        summary: 'Create a key for a project, with any scopes, models, limits, budgets and priority (also recovery when a project has lost its keys)',
-        params: ProjectParams,
-        body: Type.Object(
-          { name: Type.String({ minLength: 1, maxLength: 128 }), expires_at: Type.Optional(IsoTime), ...KeyPolicyFields },
-          { additionalProperties: false },
-        ),
-        response: { 200: envelopeSchema({ ...ApiKeyFields, secret: Type.String() }), ...errorResponses },
-      },
-    },
-    async (request) => {
-      const { project_id: projectId } = request.params;
-      if (!(await store.projects.get(projectId))) throw resourceNotFound('project', 'project_id');
-      const time = now();
-      const { name, expires_at: expiresAt, models, scopes, metadata, rate_limits: rates, budgets, priority } = request.body;
-      if (expiresAt !== undefined && !(Date.parse(expiresAt) > time)) throw invalidParameter('expires_at must be a time in the future.', 'expires_at');
-      // The bounds were checked by the schema /v1/api-keys shares (KeyPolicyFields); like the admin's
-      // project policy (admin-policy.ts), no ceiling applies, but a cost budget still needs prices.
-      const limits: KeyLimits = { ...NO_KEY_LIMITS, ...rates, ...budgets };
-      checkCostBudget(budgets ?? {}, ctx.config);
-      // The admin may give any scope and model; unspecified, the key has them all, as a project's first key.
-      const policy = {
-        models: models === undefined || models === null ? null : [...new Set(models)],
-        scopes: scopes === undefined ? BOOTSTRAP_POLICY.scopes : [...new Set(scopes)],
-        metadata: metadata ?? {},
-        limits,
-        // Any priority; unspecified, the key follows its project's.
-        priority: priority ?? null,
-      };
-      const expiry = expiresAt === undefined ? null : new Date(Date.parse(expiresAt)).toISOString();
-      const { secret, key } = mintApiKey(projectId, name, expiry, time, policy);
-      await store.apiKeys.create(key, auditEvent(request, 'api_key.create', projectId, key.record.id, time));
-      return envelope(key.record.id, { ...apiKeyView(key.record), secret });
     },
   );
 

@@ -10,8 +10,9 @@ import { auditEvent } from '../audit-event.js';
 import { checkCeilings, checkCostBudget, effectiveCeilings } from './policy-rules.js';
 import { CeilingsView, PolicyFieldsBody, PolicyView } from './policy-schemas.js';
 import { principalOf } from '../principal-of-request.js';
-import type { UsageAnswer} from './usage-schemas.js';
+import type { UsageAnswer } from './usage-schemas.js';
 import { UsageAnswerFields, UsageQuerySchema } from './usage-schemas.js';
+import { ProjectFields, projectView as fullProjectView } from './project-view.js';
 
 const ProjectParams = Type.Object({ project_id: ProjectIdParam });
 
@@ -21,6 +22,17 @@ const projectView = (project: ProjectRecord) => ({
   created_at: project.created_at,
   updated_at: project.updated_at,
 });
+
+/** A project's usage answer (docs/limits-and-usage.md, "Usage"), for GET /v1/projects/:id/usage and its admin twin. */
+export async function projectUsage(ctx: AppContext, projectId: string, query: Static<typeof UsageQuerySchema>) {
+  const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth, group_by: groupBy } = query;
+  const usage = await readUsage(ctx.store.usage, projectId, { startTime, endTime, bucketWidth, groupBy }, ctx.now(), {
+    minuteMs: ctx.config.usage.minute_retention_hours * 3_600_000,
+    hourMs: ctx.config.usage.hour_retention_days * 86_400_000,
+  });
+  // readUsage builds exactly this shape (store/ and quota/ import no HTTP schema).
+  return envelope(projectId, usage as Static<typeof UsageAnswer>);
+}
 
 /** Projects, rate limits and usage (docs/api.md): a key acts on its own project only (403 otherwise, existing or not); its policy stays within its ceilings. */
 export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = async (app, { ctx }) => {
@@ -111,15 +123,25 @@ export const projectRoutes: FastifyPluginAsyncTypebox<{ ctx: AppContext }> = asy
         },
       },
     },
+    async (request) => projectUsage(ctx, ownProject(request, request.params.project_id), request.query),
+  );
+
+  app.get(
+    '/v1/projects/:project_id',
+    {
+      // Any key of the project: it is told its limits in every answer's headers already.
+      config: { scope: null },
+      schema: {
+        summary: 'The project of the key: settings, quota policy and effective ceilings',
+        params: ProjectParams,
+        response: { 200: envelopeSchema(ProjectFields), ...errorResponses },
+      },
+    },
     async (request) => {
       const projectId = ownProject(request, request.params.project_id);
-      const { start_time: startTime, end_time: endTime, bucket_width: bucketWidth, group_by: groupBy } = request.query;
-      const usage = await readUsage(store.usage, projectId, { startTime, endTime, bucketWidth, groupBy }, now(), {
-        minuteMs: ctx.config.usage.minute_retention_hours * 3_600_000,
-        hourMs: ctx.config.usage.hour_retention_days * 86_400_000,
-      });
-      // readUsage builds exactly this shape (store/ and quota/ import no HTTP schema).
-      return envelope(projectId, usage as Static<typeof UsageAnswer>);
+      const project = await store.projects.get(projectId);
+      if (!project) throw resourceNotFound('project', 'project_id');
+      return envelope(projectId, fullProjectView(project, ctx.config));
     },
   );
 };
