@@ -17,6 +17,8 @@ export function useSession() {
 
   const end = useCallback((reason: 'expired' | 'signed-out' | null) => {
     setCsrfToken(null);
+    // Keep nothing of the ended session, not even the page it was on (a project id in the address).
+    if (reason !== null) window.location.hash = '#/';
     setState({ status: 'signed-out', reason });
   }, []);
 
