@@ -38,7 +38,10 @@ export interface ConsoleRoutesOptions {
   root: string;
 }
 
-/** The web console: sign-in and sessions at /console/session, the built pages at /console/ (docs/console.md). */
+/**
+ * The web console: sign-in and sessions at /console/session, the built pages at /console/
+ * (docs/console.md). Left out of /openapi.json: the browser's door, not part of the API.
+ */
 export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = async (app, { ctx, sessions, root }) => {
   app.addHook('onRequest', async (_request, reply) => {
     reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
@@ -64,6 +67,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
     {
       bodyLimit: 4096,
       schema: {
+        hide: true,
         summary: 'Console sign-in: the admin token or an API key for a session cookie (the secret is not kept)',
         body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false }),
         response: { 200: envelopeSchema(SessionView), ...errorResponses },
@@ -81,7 +85,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
 
   app.get(
     '/console/session',
-    { schema: { summary: 'The console session of this browser, and its CSRF token', response: { 200: envelopeSchema(SessionView), ...errorResponses } } },
+    { schema: { hide: true, summary: 'The console session of this browser, and its CSRF token', response: { 200: envelopeSchema(SessionView), ...errorResponses } } },
     async (request, reply) => {
       const session = consoleSessionOf(ctx, request);
       if (!session) throw noConsoleSession();
@@ -90,7 +94,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRoutesOptions> = as
     },
   );
 
-  app.delete('/console/session', { schema: { summary: 'Console sign-out: clears the session cookie' } }, async (request, reply) => {
+  app.delete('/console/session', { schema: { hide: true, summary: 'Console sign-out: clears the session cookie' } }, async (request, reply) => {
     const session = consoleSessionOf(ctx, request);
     if (session) requireCsrf(ctx, request, session);
     reply.header('set-cookie', sessionCookieHeader('', 0, request.protocol === 'https'));
