@@ -13,7 +13,7 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
 const TWELVE_HOURS = 12 * 3600;
 /** A browser test walks many pages: more than vitest's 30 s default. */
-const SLOW = 90_000;
+const SLOW = 180_000;
 
 /**
  * The web console (docs/console.md) in Debian's chromium, against the real gateway process, a real
@@ -199,6 +199,32 @@ usage:
     expect(refused.body.error?.code).toBe('csrf_token_invalid');
   });
 
+  it("sets a project's policy as the admin", async () => {
+    await admin.goto(`${gateway.url}/console/#/projects/${projectId}/settings`);
+    // The policy's fields; the ceilings' fieldset below has fields of the same names.
+    const policy = admin.getByRole('group', { name: /Rate limits and budgets/ });
+    await policy.getByLabel('Requests per minute').fill('1234');
+    await policy.getByLabel('Monthly cost in USD (budget)').fill('12.5');
+    await admin.getByRole('button', { name: 'Save settings' }).click();
+    await admin.getByText('Saved.').waitFor();
+    const project = await adminApi<{ rate_limits: { requests_per_minute: number; monthly_cost: number | null } }>(`/admin/v1/projects/${projectId}`);
+    expect(project.rate_limits).toMatchObject({ requests_per_minute: 1234, monthly_cost: 12.5 });
+  });
+
+  it('rotates a key with a grace period: the new secret is shown once and both work until the grace ends', async () => {
+    await admin.goto(`${gateway.url}/console/#/projects/${projectId}/keys`);
+    await admin.getByRole('button', { name: 'Rotate key default' }).click();
+    await admin.getByLabel(/Grace period in seconds/).fill('600');
+    await admin.getByRole('dialog').getByRole('button', { name: 'Rotate key' }).click();
+    const rotated = await admin.getByLabel('Secret', { exact: true }).inputValue();
+    expect(rotated).toMatch(/^nova_sk_/);
+    expect(rotated).not.toBe(defaultSecret);
+    await admin.getByText(/Key “default” rotated: its old secret works until/).waitFor();
+    for (const secret of [rotated, defaultSecret]) {
+      expect((await fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200);
+    }
+  });
+
   it('revokes the key in the UI, after which it gets 401 within 2 s', async () => {
     const secret = (globalThis as { ciKeySecret?: string }).ciKeySecret!;
     await admin.goto(`${gateway.url}/console/#/projects/${projectId}/keys`);
@@ -252,6 +278,25 @@ usage:
     expect(await page.getByText('sign in with the admin token to see them').count()).toBe(1);
     expect(problems).toEqual([]);
   }, SLOW);
+
+  it("shows a key only what its scopes allow", async () => {
+    const response = await fetch(`${gateway.url}/admin/v1/projects/${projectId}/api-keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'reader', scopes: ['usage:read'] }),
+    });
+    expect(response.status).toBe(200);
+    const { secret } = (await response.json()) as { secret: string };
+    const page = await open();
+    await signIn(page, gateway.url, secret);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.locator('figure.chart').waitFor();
+    await page.goto(`${gateway.url}/console/#/projects/${projectId}/keys`);
+    await page.getByText("This key has no keys:read scope, so it cannot list the project's keys.").waitFor();
+    await page.goto(`${gateway.url}/console/#/projects/${projectId}/settings`);
+    await page.getByText('This key has no project:write scope: the settings are read-only.').waitFor();
+    expect(await page.getByRole('button', { name: 'Save settings' }).count()).toBe(0);
+  });
 
   it('passes axe (no serious or critical violation) on every page at 1280 and 390 px, with a screenshot of each', async () => {
     const problems: string[] = [];
