@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative, sep } from 'node:path';
 
 /** Lowest first: a folder may import its own files and those of the folders before it. */
-export const LAYERS = ['core', 'store', 'config', 'http', 'auth', 'metrics', 'alerts', 'quota', 'model-call', 'routes', '(top)'] as const;
+export const LAYERS = ['core', 'store', 'config', 'tracing', 'http', 'auth', 'metrics', 'alerts', 'quota', 'model-call', 'routes', '(top)'] as const;
 /** Folders outside the server's layers, which import none of them (the CLI talks to the gateway over HTTP). */
 const APART = new Set(['cli', 'console']);
 

@@ -34,6 +34,8 @@ import { ModelRegistry } from './model-call/model-registry.js';
 import { Alerts } from './alerts/alerts.js';
 import { ConsoleSessions, sessionSecretOf } from './auth/console-session.js';
 import { consoleRoutes } from './routes/console.js';
+import type { Tracing } from './tracing/tracing.js';
+import { installRequestSpans } from './tracing/request-spans.js';
 
 export interface AppDeps {
   config: GatewayConfig;
@@ -50,6 +52,8 @@ export interface AppDeps {
   env?: NodeJS.ProcessEnv;
   /** Seals console session cookies (NOVA_CONSOLE_SECRET); default: the admin token, else one of this process. */
   consoleSecret?: string;
+  /** OpenTelemetry traces (src/tracing/), started by the process when the OTEL_* variables ask for them; absent: off. */
+  tracing?: Tracing | null;
   /** The built console's files; default dist/console of this installation. */
   consoleRoot?: string;
   /** The store's reachability and its log lines; default: one built here, logging through the app. */
@@ -142,6 +146,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }),
     alerts: new Alerts({ config, store, now, env: deps.env ?? process.env, onError: storeFailed('webhook alerts') }).start(),
     sessions: config.console.enabled ? consoleSessions(deps, config, now, app) : null,
+    tracing: deps.tracing ?? null,
   };
   app.addHook('onClose', async () => {
     await ctx.alerts.close();
@@ -149,6 +154,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await ctx.models.close();
   });
 
+  if (ctx.tracing) installRequestSpans(app, ctx.tracing);
   installValidators(app);
   installJsonParser(app, config.server.json_max_depth);
   installErrorHandling(app, config.server.body_limit_bytes);

@@ -1,4 +1,8 @@
+import { readFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { readProcessSettings } from './config/env.js';
 import { ConfigError, loadConfigFile } from './config/load-config.js';
@@ -6,6 +10,8 @@ import { createLogger, flushLogger, logDestination } from './core/logger.js';
 import { Metrics } from './metrics/metrics.js';
 import { startMetricsServer } from './metrics/metrics-endpoint.js';
 import { createStore } from './store/create-store.js';
+import type { Tracing } from './tracing/tracing.js';
+import { tracingSettingsOf, TracingSettingsError } from './tracing/tracing-settings.js';
 
 /** A listener that could not open: one line naming the port and the variable that sets it. */
 class ListenError extends Error {}
@@ -21,6 +27,23 @@ async function listening<T>(what: string, variable: string, host: string, port: 
     if (code === 'EADDRNOTAVAIL') throw new ListenError(`${what} address ${host} is not an address of this machine (HOST)`);
     throw error;
   }
+}
+
+/** The package's version (the spans' service.version): package.json beside src/ (tsx) or beside dist/ (built). */
+async function packageVersion(): Promise<string> {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const root = basename(dirname(here)) === 'dist' ? join(here, '..', '..') : join(here, '..');
+  return (JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** Traces when the OTEL_* variables ask for them (docs/tracing.md); the SDK is loaded only then. */
+async function startTracingIfAsked(logger: Logger): Promise<Tracing | null> {
+  const settings = tracingSettingsOf(process.env);
+  if (!settings) return null;
+  const { startTracing } = await import('./tracing/otel-tracing.js');
+  const tracing = await startTracing(settings, await packageVersion(), (message, error) => logger.warn({ err: error }, message));
+  logger.info({ protocol: settings.protocol, sampler: settings.sampler.name }, 'tracing on: spans exported over OTLP');
+  return tracing;
 }
 
 async function main(): Promise<void> {
@@ -45,8 +68,9 @@ async function main(): Promise<void> {
     logger.warn('REDIS_URL is not set: using the in-memory store (one process only, data is lost on restart)');
   }
 
+  const tracing = await startTracingIfAsked(logger);
   const serveMetrics = settings.metricsPort === 0;
-  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, consoleSecret: settings.consoleSecret, metrics, serveMetrics, storeHealth: health });
+  const { app, ctx } = await buildApp({ config, store, logger, adminToken: settings.adminToken, consoleSecret: settings.consoleSecret, tracing, metrics, serveMetrics, storeHealth: health });
   if (!settings.adminToken) logger.info('NOVA_ADMIN_TOKEN is not set: the admin API is disabled');
 
   const { host, port, metricsPort } = settings;
@@ -70,6 +94,8 @@ async function main(): Promise<void> {
     while (ctx.lifecycle.inFlight > 0 && Date.now() < deadline) await sleep(50);
     if (ctx.lifecycle.inFlight > 0) logger.warn({ in_flight: ctx.lifecycle.inFlight }, 'drain timeout reached; closing anyway');
     await app.close();
+    // The last spans (the drained requests') are exported before the process ends.
+    await tracing?.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'trace export at shutdown failed'));
     metricsServer?.close();
     health.close();
     await store.close();
@@ -82,7 +108,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const oneLine = error instanceof ConfigError || error instanceof ListenError;
+  const oneLine = error instanceof ConfigError || error instanceof ListenError || error instanceof TracingSettingsError;
   const message = oneLine ? (error as Error).message : (error as Error).stack ?? String(error);
   console.error(`nova-gateway failed to start: ${message}`);
   process.exit(1);

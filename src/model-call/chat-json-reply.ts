@@ -44,7 +44,11 @@ export async function completeJson(
   const storageBytes = storeExchange(ctx, request.log, call.projectId, plan, model.id, body.messages, replyMessage);
   ctx.metrics.modelTraffic.timeToFirstByte.observe({ gen_ai_request_model: model.id, stream: 'false' }, reply.elapsedTime / 1000);
   // What is charged is what the answer reports: the upstream's usage, or the reservation when it sent none it could be charged by.
-  const charged = call.finish({ outcome: 'completed', usage: tokensOf(completion.usage), storageBytes, attempt, log: { conversation_id: plan.id } });
+  const finishReasons = completion.choices.flatMap((choice) => {
+    const reason = (choice as { finish_reason?: unknown } | null)?.finish_reason;
+    return typeof reason === 'string' ? [reason] : [];
+  });
+  const charged = call.finish({ outcome: 'completed', usage: tokensOf(completion.usage), storageBytes, attempt, log: { conversation_id: plan.id }, finishReasons });
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = charged;
   const id = typeof completion.id === 'string' && VALID_ID.test(completion.id) ? completion.id : `chatcmpl-${randomBase62(24)}`;
   // Set on the envelope itself (one copy of the upstream's fields): a field the upstream sent

@@ -13,6 +13,8 @@ import { ClientGone } from './upstream-errors.js';
 import { modelCallFactsOf } from './route-facts.js';
 import { ByteToken } from '../core/json-bytes.js';
 import { ticketOf, type TargetLease } from './target-fleet.js';
+import { SpanStatusCode } from '../tracing/span-status.js';
+import type { Span, Tracing } from '../tracing/tracing.js';
 
 /**
  * What a finished call is charged for: the usage the upstream reported; 'missing' / 'invalid'
@@ -40,6 +42,8 @@ export interface CallOutcome {
   failed?: boolean;
   /** Extra access-log fields (a conversation id, …). */
   log?: Record<string, unknown>;
+  /** The choices' finish reasons, where the reply was read whole (the span's gen_ai.response.finish_reasons). */
+  finishReasons?: string[];
 }
 
 export function outcomeOf(error: unknown): string {
@@ -61,6 +65,8 @@ export class ModelCall {
   private lease: TargetLease<Target> | undefined;
   /** The model id answers name, as a JSON string literal: the name the client sent (an alias, or the id). */
   readonly answerModel: ByteToken;
+  /** The call's span (GenAI semantic conventions) when tracing is on: ended by finish. */
+  private readonly span: Span | null;
 
   constructor(
     readonly ctx: ModelCallContext,
@@ -77,6 +83,36 @@ export class ModelCall {
     request.reservation?.claim();
     const sent = (request.body as { model?: unknown } | undefined)?.model;
     this.answerModel = typeof sent === 'string' && sent !== model.id ? ByteToken.quoted(sent) : model.idJson;
+    this.span = ctx.tracing && request.traceSpan ? this.startSpan(ctx.tracing, request.traceSpan, typeof sent === 'string' ? sent : model.id) : null;
+  }
+
+  private startSpan(tracing: Tracing, parent: Span, requestModel: string): Span {
+    const principal = this.request.principal;
+    return tracing.startChildSpan(parent, `${this.operation.metricName} ${requestModel}`, 'internal', {
+      'gen_ai.operation.name': this.operation.metricName,
+      'gen_ai.request.model': requestModel,
+      'nova.model': this.model.id,
+      'nova.stream': this.stream,
+      ...(principal ? { 'nova.project.id': principal.projectId, 'nova.api_key.id': principal.keyId } : {}),
+      'nova.admission.outcome': 'admitted',
+    });
+  }
+
+  /** A client span per upstream attempt, its `traceparent` in the attempt's headers, so the backend's own spans join the trace. */
+  private traced(attempt: Attempt, headers: Record<string, string> | undefined): Record<string, string> | undefined {
+    const target = attempt.target;
+    if (!this.span || target.kind !== 'http') return headers;
+    const [address, port] = target.label.split(':');
+    attempt.span = this.ctx.tracing!.startChildSpan(this.span, 'POST', 'client', {
+      'http.request.method': 'POST',
+      'server.address': address,
+      ...(port ? { 'server.port': Number(port) } : {}),
+      'gen_ai.request.model': target.upstreamModel,
+      'nova.target_index': attempt.index,
+    });
+    const traced = { ...headers };
+    this.ctx.tracing!.inject(attempt.span, traced);
+    return traced;
   }
 
   upstreamModelOf(target: Target): string {
@@ -100,13 +136,16 @@ export class ModelCall {
       headers: upstream.headers,
     };
     const path = upstream.path ?? this.operation.path;
+    const queuedSince = performance.now();
     // A pinned list (a stored response's target) goes as given, past the fleet. Sent once a target
     // has it: a request that left while waiting in the model's queue did no work anywhere.
     const sent = await requestWithFallback(
       targets === this.model.targets ? this.model : { targets, fleet: null },
-      (target) => {
+      (target, attempt) => {
+        if (!this.sent) this.span?.setAttribute('nova.queue.wait_ms', Math.round((performance.now() - queuedSince) * 1000) / 1000);
         this.sent = true;
-        return callTarget(target, path, this.model.id, this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target)))), options);
+        const body = this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target))));
+        return callTarget(target, path, this.model.id, body, this.span ? { ...options, headers: this.traced(attempt, options.headers) } : options);
       },
       options,
       this.fallbackEvents,
@@ -184,6 +223,7 @@ export class ModelCall {
       { gen_ai_request_model: this.model.id, upstream: attempt.target.label, outcome },
       (performance.now() - attempt.startedAt) / 1000,
     );
+    if (attempt.span) endAttemptSpan(attempt.span, outcome);
   }
 
   /**
@@ -246,6 +286,7 @@ export class ModelCall {
       },
       this.reply.elapsedTime / 1000,
     );
+    if (this.span) this.endSpan(result, charged, reported);
     addLogFields(
       this.request,
       {
@@ -263,4 +304,33 @@ export class ModelCall {
     );
     return charged;
   }
+
+  /** The GenAI attributes the finished call knows; the answering attempt's span ends too, if its reply was cut short. */
+  private endSpan(result: CallOutcome, charged: TokenUsage, reported: boolean): void {
+    const span = this.span!;
+    const target = result.attempt?.target;
+    span.setAttributes({
+      'gen_ai.usage.input_tokens': charged.prompt_tokens,
+      'gen_ai.usage.output_tokens': charged.completion_tokens,
+      'nova.usage.reported': reported,
+      'nova.outcome': result.outcome,
+      ...(target ? { 'gen_ai.response.model': this.upstreamModelOf(target), 'nova.upstream': target.label } : {}),
+      ...(result.finishReasons ? { 'gen_ai.response.finish_reasons': result.finishReasons } : {}),
+    });
+    if (result.outcome !== 'completed') span.setAttribute('error.type', result.outcome);
+    if (result.failed) span.setStatus({ code: SpanStatusCode.ERROR });
+    if (result.attempt?.span?.isRecording()) endAttemptSpan(result.attempt.span, result.outcome);
+    span.end();
+  }
+}
+
+function endAttemptSpan(span: Span, outcome: string): void {
+  if (/^\d{3}$/.test(outcome)) {
+    span.setAttribute('http.response.status_code', Number(outcome));
+    if (outcome >= '500') span.setStatus({ code: SpanStatusCode.ERROR });
+  } else {
+    span.setAttribute('error.type', outcome);
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
 }

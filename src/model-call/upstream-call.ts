@@ -10,6 +10,7 @@ import { ClientGone, mapUpstreamFailure, mapUpstreamStatus, shouldFallBack } fro
 import { sendWhole } from './whole-reply.js';
 import type { UpstreamResponse } from './upstream-response.js';
 import type { QueueTicket, TargetLease } from './target-fleet.js';
+import type { Span } from '../tracing/tracing.js';
 
 export interface CallOptions {
   requestId: string;
@@ -137,6 +138,8 @@ export interface Attempt {
   startedAt: number;
   /** The hold on one of the model's equal targets: released by whoever finishes with the reply. */
   lease?: TargetLease<Target>;
+  /** Its client span, when tracing is on (src/model-call/model-call.ts): ended with the attempt. */
+  span?: Span;
 }
 
 /** A request without a project of its own in the queue's turns (none today: every model call has one). */
@@ -158,7 +161,7 @@ export interface FallbackEvents {
  */
 export async function requestWithFallback(
   model: Pick<RegisteredModel, 'targets' | 'fleet'>,
-  send: (target: Target) => Promise<UpstreamResponse>,
+  send: (target: Target, attempt: Attempt) => Promise<UpstreamResponse>,
   options: Pick<CallOptions, 'signal'>,
   events: FallbackEvents,
   ticket: QueueTicket = UNQUEUED,
@@ -179,7 +182,7 @@ export async function requestWithFallback(
     const attempt: Attempt = { target: targets[index]!, index, startedAt: performance.now(), ...(lease ? { lease } : {}) };
     let error: ApiError;
     try {
-      const response = await send(attempt.target);
+      const response = await send(attempt.target, attempt);
       if (response.status >= 200 && response.status < 300) return { response, attempt };
       const text = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => '');
       error = mapUpstreamStatus(response.status, response.headers, text);
