@@ -2,14 +2,12 @@ import OpenAI from 'openai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildConsoleIfStale } from '../../scripts/build-if-stale.mjs';
 import { randomBase62 } from '../../src/core/ids.js';
 import { checkPageAtBothWidths, launchChromium, openPage, screenshot } from '../support/browser.js';
 import { GatewayProcess } from '../support/gateway-process.js';
 import { LoopbackUpstream } from '../support/loopback-upstream.js';
 import type { UsageAnswer } from '../support/usage-answer.js';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
 const ADMIN_TOKEN = `e2e-admin-${randomBase62(24)}`;
 const TWELVE_HOURS = 12 * 3600;
 /** A browser test walks many pages: more than vitest's 30 s default. */
@@ -51,8 +49,7 @@ describe('web console in a real browser', () => {
   };
 
   beforeAll(async () => {
-    // The gateway under test serves dist/console: built here when missing or stale, as `npm start` would.
-    buildConsoleIfStale(ROOT);
+    // The gateway under test serves dist/console, which the global setup built when missing or stale.
     upstream = await LoopbackUpstream.start();
     gateway = await GatewayProcess.start({
       env: { REDIS_URL: inject('redisUrl'), NOVA_ADMIN_TOKEN: ADMIN_TOKEN },
