@@ -7,7 +7,7 @@ import { envelope } from '../../http/envelope.js';
 import { insufficientScope, invalidParameter, modelNotAllowed, resourceNotFound } from '../../http/errors.js';
 import { isGatewayId } from '../../core/ids.js';
 import { IsoTime, Nullable } from '../../http/schemas.js';
-import { apiKeyView, KeyBudgets, KeyMetadata, KeyModels, KeyRateLimits, KeyScopes, PrioritySchema } from './api-key-view.js';
+import { apiKeyView, KeyPolicyFields } from './api-key-view.js';
 import { checkCeilings, checkCostBudget } from './policy-rules.js';
 import { budgetPeriodsAt } from '../../quota/budget-periods.js';
 import { POLICY_FIELDS, type Priority, type RateLimitPolicy } from '../../store/policy.js';
@@ -112,12 +112,7 @@ export const UpdateBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     expires_at: Type.Optional(Nullable(IsoTime)),
-    models: Type.Optional(Nullable(KeyModels)),
-    scopes: Type.Optional(KeyScopes),
-    metadata: Type.Optional(KeyMetadata),
-    rate_limits: Type.Optional(KeyRateLimits),
-    budgets: Type.Optional(KeyBudgets),
-    priority: Type.Optional(Nullable(PrioritySchema)),
+    ...KeyPolicyFields,
   },
   { additionalProperties: false },
 );
