@@ -11,7 +11,7 @@
 #   docker build --build-arg NODE_IMAGE=node:22-bookworm-slim@sha256:<digest> .
 ARG NODE_IMAGE=node:22-bookworm-slim
 
-# ---- build: all dependencies, TypeScript -> dist/, the web console -> dist/console ------------------------------------------------
+# ---- build: all dependencies, TypeScript -> dist/, the console -> dist/console ------------------
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
