@@ -15,7 +15,10 @@
  * ratios to `nova` are `key_vs_project_*` and, of CPU per request, `cpu_key_vs_project_*` (and
  * `redis_cpu_key_vs_project_*`). `nova_fleet`: the chat target to a model with two equal targets
  * (the upstream's two ports, no max_concurrent: nothing queues), throughput only; its same-round
- * ratios to `nova` are `fleet_vs_single_*` and `cpu_fleet_vs_single_*`.
+ * ratios to `nova` are `fleet_vs_single_*` and `cpu_fleet_vs_single_*`. `nova_traced`: the chat target
+ * through a second gateway with tracing on (always_on sampler, OTLP http/protobuf to bench/otlp-sink.ts
+ * on the bench's core), throughput only; its same-round ratios to `nova` are `traced_vs_untraced_*`
+ * and `cpu_traced_vs_untraced_*`, and `tracing_sink` holds what the sink took (no span: the run fails).
  * For each: JSON and stream throughput (wrk, one thread, BENCH_CONNECTIONS connections) and the p50
  * at one connection; then BENCH_HELD_STREAMS slow streams held through a fresh gateway at once (peak
  * RSS, RSS and heap per held request, time to first byte of new streams meanwhile), and as many
@@ -227,6 +230,10 @@ redis:
       NOVA_ADMIN_TOKEN: ADMIN_TOKEN,
       NOVA_CONFIG: config,
       LOG_LEVEL: 'info',
+      // Tracing is off unless the variant turns it on (`nova_traced`), whatever this shell's OTEL_* say
+      // (src/tracing/tracing-settings.ts: an empty endpoint is none).
+      OTEL_EXPORTER_OTLP_ENDPOINT: '',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
       ...variant.env,
     },
   );
@@ -272,6 +279,67 @@ redis:
   if (!keyed.ok) throw new Error(`key creation answered ${keyed.status}: ${await keyed.text()}`);
   const keySecret = ((await keyed.json()) as { secret: string }).secret;
   return { child, url, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, secret: project.api_key.secret, keySecret };
+}
+
+/**
+ * The `nova_traced` gateway: `startGateway`'s, with tracing on (src/tracing/tracing-settings.ts:
+ * always_on, so every request is traced whatever its headers; http/protobuf) exporting to an OTLP
+ * sink (bench/otlp-sink.ts) started here, on the bench's core: its work is the collector's, not
+ * the gateway's. `sinkFigures(requests, inFlightAtStops)`: what the sink took, per request wrk
+ * counted; a run whose sink took no span, or an export it could not decode, fails (the target would
+ * have measured a gateway that traced nothing).
+ */
+async function startTracedGateway(upstreamPorts: number[], redisUrl: string) {
+  const sink = launch([NODE.path, ...START_FLAGS, '--import', 'tsx', 'bench/otlp-sink.ts']);
+  const [sinkPort] = await portLine(sink);
+  const gateway = await startGateway(upstreamPorts, redisUrl, {
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: '',
+      OTEL_TRACES_SAMPLER: 'always_on',
+      OTEL_SDK_DISABLED: '',
+      OTEL_TRACES_EXPORTER: '',
+    },
+  });
+  // The sink's own start (loading tsx) is not its work per span.
+  const sinkCpuBefore = cpuSeconds(sink.pid!);
+  const sinkFigures = async (requests: number, inFlightAtStops: number) => {
+    const stats = (await (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).json()) as {
+      requests: number;
+      bytes: number;
+      spans: number;
+      undecoded: number;
+      names: Record<string, number>;
+    };
+    // One server span per chat request (src/tracing/request-spans.ts), whatever else the gateway
+    // traced (its /readyz while the bench waited for it, the admin calls that set it up). wrk counts
+    // the requests it saw answered: each run leaves up to one a connection in flight at its stop,
+    // which the gateway still serves (and traces), so a gateway that dropped no span has at least
+    // as many chat server spans as wrk's requests, and at most `in_flight_at_stops` more.
+    const chatServerSpans = stats.names['POST /v1/chat/completions'] ?? 0;
+    const figures = {
+      export_requests: stats.requests,
+      bytes: stats.bytes,
+      spans: stats.spans,
+      undecoded: stats.undecoded,
+      gateway_requests: requests,
+      in_flight_at_stops: inFlightAtStops,
+      chat_server_spans: chatServerSpans,
+      // Per traced request (its server span): three for a chat request answered.
+      spans_per_request: chatServerSpans > 0 ? Number((stats.spans / chatServerSpans).toFixed(3)) : 0,
+      chat_server_spans_per_request: requests > 0 ? Number((chatServerSpans / requests).toFixed(3)) : 0,
+      spans_by_name: stats.names,
+      bytes_per_span: stats.spans > 0 ? Math.round(stats.bytes / stats.spans) : null,
+      sink_cpu_us_per_span: stats.spans > 0 ? Number((((cpuSeconds(sink.pid!) - sinkCpuBefore) * 1e6) / stats.spans).toFixed(2)) : null,
+    };
+    if (stats.spans === 0 || stats.undecoded > 0) {
+      console.log(`  FAILURES: the OTLP sink took ${stats.spans} spans in ${stats.requests} export requests (${stats.undecoded} undecoded)`);
+      failures++;
+    }
+    return figures;
+  };
+  return { gateway, sinkFigures };
 }
 
 /**
@@ -364,6 +432,11 @@ async function main() {
   console.log(NODE.note ?? `processes under test on Node ${NODE.version} (the image's; BENCH_NODE=current for this script's ${process.version})`);
   console.log(`cpuidle driver: ${IDLE.cpuidle_driver ?? 'unknown'}; guest_halt_poll_ns: ${IDLE.guest_halt_poll_ns ?? 'none'}`);
   build(ROOT, BUILD_DIR);
+  // The gateway reads its version from the package.json of its build's root, which it finds only
+  // beside a directory named dist (packageVersion, src/server.ts): with tracing on it exits at
+  // start without one, so the bench's build gets the name, version and module type it needs.
+  const { name, version, type } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>;
+  writeFileSync(join(ROOT, BUILD_DIR, 'package.json'), `${JSON.stringify({ name, version, type })}\n`);
 
   const redis = await RedisProcess.start();
   stopRedis = () => redis.stop();
@@ -392,6 +465,10 @@ async function main() {
   const variantB = variantBName ? variantOf(process.env.BENCH_B_ENV ?? '', process.env.BENCH_B_BUILD, process.env.BENCH_B_NODE_ARGS ?? '') : undefined;
   const gatewayB = variantB ? await startGateway(upstreamPorts, redis.url, variantB) : undefined;
   const wanted = (target: Target) => (process.env.BENCH_TARGETS ? process.env.BENCH_TARGETS.split(',').includes(target.key) : !target.onRequest);
+  // `nova_traced`: the same gateway with tracing on, every request sampled, exporting OTLP/protobuf
+  // (the default protocol, src/tracing/tracing-settings.ts) with the batch processor's defaults
+  // (OTEL_BSP_* pass through from this shell) to a sink on the bench's core (bench/otlp-sink.ts).
+  const traced = wanted({ key: 'nova_traced', name: '' }) ? await startTracedGateway(upstreamPorts, redis.url) : undefined;
 
   const direct = (path: string) => (stream: boolean): WrkRequest => ({ url: `http://127.0.0.1:${path}/chat/completions`, body: chatBody(stream) });
   const allTargets: Target[] = [
@@ -434,6 +511,20 @@ async function main() {
       pid: gateway.child.pid,
       chat: (stream) => ({ url: `${gateway.url}/v1/chat/completions`, headers: auth, body: chatBody(stream, { model: 'bench-fleet' }) }),
     },
+    // The same request through a gateway with tracing on (three spans a chat request: server, model
+    // call, upstream attempt), against `nova` (tracing off) in the same rounds.
+    ...(traced
+      ? [
+          {
+            key: 'nova_traced',
+            usesRedis: true,
+            noLatency: true,
+            name: 'nova, tracing on (always_on, OTLP/protobuf)',
+            pid: traced.gateway.child.pid,
+            chat: (stream: boolean) => ({ url: `${traced.gateway.url}/v1/chat/completions`, headers: { authorization: `Bearer ${traced.gateway.secret}` }, body: chatBody(stream) }),
+          },
+        ]
+      : []),
     // POST /v1/messages (src/model-call/messages-call.ts), against `nova`'s chat completions in the
     // same rounds: translated to the same upstream's chat completions, and passed through natively.
     {
@@ -491,7 +582,8 @@ async function main() {
       warm_up_seconds: WARM_UP_SECONDS,
       connections: CONNECTIONS,
       load_generator: 'wrk -t1',
-      pinning: pinned ? 'proxy under test: taskset -c 1; wrk, upstream, Redis, this process: core 0' : 'unpinned',
+      pinning: pinned ? 'proxy under test: taskset -c 1; wrk, upstream, OTLP sink, Redis, this process: core 0' : 'unpinned',
+      ...(traced ? { tracing: 'nova_traced: OTEL_TRACES_SAMPLER=always_on, OTLP http/protobuf, batch processor defaults, to bench/otlp-sink.ts' } : {}),
       upstream:
         'bench/upstream-server.ts: 16 completion tokens; chat streams are 16 content events, finish, usage, [DONE]; Messages streams are message_start, content_block_start, 16 text deltas, content_block_stop, message_delta, message_stop',
     },
@@ -500,11 +592,16 @@ async function main() {
   // of them alike; a target's figure is its median round, a ratio the median of its per-round ratios.
   type Mode = 'json' | 'stream' | 'one_connection';
   const samples: Record<string, Partial<Record<Mode, Measured[]>>> = {};
+  /** Requests each target was answered, warm-ups included, and the most its wrk runs left in flight: the traced gateway's spans are per these. */
+  const sent: Record<string, number> = {};
+  const inFlight: Record<string, number> = {};
   const measure = async (target: Target, mode: Mode, request: WrkRequest, connections: number, seconds: number) => {
     const cpuBefore = target.pid ? cpuSeconds(target.pid) : 0;
     const redisBefore = target.usesRedis ? cpuSeconds(redis.pid!) : 0;
     const haltsBefore = pinned ? [coreHalts(0), coreHalts(1)] : [];
     const measured = await wrk(request, { connections, seconds });
+    sent[target.key] = (sent[target.key] ?? 0) + measured.requests;
+    inFlight[target.key] = (inFlight[target.key] ?? 0) + connections;
     const haltsAfter = pinned ? [coreHalts(0), coreHalts(1)] : [];
     const haltsPerRequest = (core: number) => {
       const [before, after] = [haltsBefore[core], haltsAfter[core]];
@@ -544,7 +641,12 @@ async function main() {
   // measure: targets that share a process (nova and its Messages routes) would otherwise meet a
   // gateway the warm-ups of the targets before them had heated further, which biases the first
   // round's same-round ratios against whichever target comes first.
-  for (const target of targets) for (const [, request, connections] of planOf(target)) await wrk(request, { connections, seconds: WARM_UP_SECONDS });
+  for (const target of targets) {
+    for (const [, request, connections] of planOf(target)) {
+      sent[target.key] = (sent[target.key] ?? 0) + (await wrk(request, { connections, seconds: WARM_UP_SECONDS })).requests;
+      inFlight[target.key] = (inFlight[target.key] ?? 0) + connections;
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     for (const target of targets) for (const [mode, request, connections, seconds] of planOf(target)) await measure(target, mode, request, connections, seconds);
   }
@@ -586,6 +688,7 @@ async function main() {
     ['native_vs_chat', 'nova_messages_native', throughputAndCpu],
     ['key_vs_project', 'nova_key', [...throughputAndCpu, ['redis_cpu_', redisCpuOf] as const]],
     ['fleet_vs_single', 'nova_fleet', throughputAndCpu],
+    ['traced_vs_untraced', 'nova_traced', throughputAndCpu],
   ] as const) {
     for (const mode of ['json', 'stream'] as const) {
       for (const [prefix, of] of ofs) {
@@ -598,6 +701,12 @@ async function main() {
   }
   results.round_ratios = roundRatiosOf;
   results.targets = figures;
+  if (traced) {
+    // Stopped first: at SIGTERM the gateway exports what its batch processor still holds (src/server.ts).
+    await stopGateway(traced.gateway.child);
+    results.tracing_sink = await traced.sinkFigures(sent.nova_traced ?? 0, inFlight.nova_traced ?? 0);
+    console.log(`OTLP sink: ${JSON.stringify(results.tracing_sink)}`);
+  }
 
   if (PARTS.has('held')) {
     // Each held stream holds two of the gateway's sockets (client and upstream).
@@ -655,6 +764,7 @@ async function main() {
       }),
     ),
     ...sameRoundRatios,
+    ...(traced ? { traced_spans_per_request: (results.tracing_sink as { spans_per_request: number }).spans_per_request } : {}),
     store_true_vs_false_json: roundRatio('nova_store', 'nova', 'json'),
     store_true_vs_false_stream: roundRatio('nova_store', 'nova', 'stream'),
     ...(gatewayB

@@ -75,6 +75,7 @@ describe('npm run bench (smoke)', () => {
       against_targets: Record<string, number | null>;
       round_ratios: Record<string, number[]>;
       machine: { cpuidle_driver: string | null; guest_halt_poll_ns: number | null };
+      tracing_sink: { export_requests: number; spans: number; undecoded: number; gateway_requests: number; in_flight_at_stops: number; chat_server_spans: number };
     };
     // The idle policy is recorded as this machine has it (null where the kernel has none).
     const haltPoll = (() => {
@@ -97,11 +98,12 @@ describe('npm run bench (smoke)', () => {
       'nova_messages_native',
       'nova_key',
       'nova_fleet',
+      'nova_traced',
       ...(stdout.includes('nginx is not installed') ? [] : ['nginx']),
     ];
     expect(Object.keys(report.targets).sort()).toEqual(expected.sort());
     // These targets are measured for throughput only (bench/run.ts, noLatency).
-    const throughputOnly = ['nova_messages', 'nova_messages_native', 'nova_key', 'nova_fleet'];
+    const throughputOnly = ['nova_messages', 'nova_messages_native', 'nova_key', 'nova_fleet', 'nova_traced'];
     for (const [key, figure] of Object.entries(report.targets)) {
       const measures =
         key === 'nova_get' ? [figure.json] : throughputOnly.includes(key) ? [figure.json, figure.stream] : [figure.json, figure.stream, figure.one_connection];
@@ -131,7 +133,16 @@ describe('npm run bench (smoke)', () => {
     expect(queued.rss_per_held_kb).toEqual(expect.any(Number));
     expect(queued.heap_per_held_kb).toEqual(expect.any(Number));
     for (const value of Object.values(report.against_targets)) expect(value).not.toBeNull();
-    const sameRound = ['messages_vs_chat', 'native_vs_chat', 'key_vs_project', 'fleet_vs_single'].flatMap((name) => [
+    // The traced gateway's spans reached the OTLP sink (bench/otlp-sink.ts), every export decoded:
+    // one server span per chat request (those wrk left in flight at its stops included), fewer only
+    // where the batch processor dropped some.
+    const sink = report.tracing_sink;
+    expect(sink.export_requests).toBeGreaterThan(0);
+    expect(sink.undecoded).toBe(0);
+    expect(sink.gateway_requests).toBeGreaterThan(0);
+    expect(sink.chat_server_spans).toBeGreaterThan(0);
+    expect(sink.chat_server_spans).toBeLessThanOrEqual(sink.gateway_requests + sink.in_flight_at_stops);
+    const sameRound = ['messages_vs_chat', 'native_vs_chat', 'key_vs_project', 'fleet_vs_single', 'traced_vs_untraced'].flatMap((name) => [
       `${name}_json`,
       `${name}_stream`,
       `cpu_${name}_json`,
