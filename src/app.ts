@@ -205,7 +205,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
 function consoleSessions(deps: AppDeps, config: GatewayConfig, now: () => number, app: FastifyInstance): ConsoleSessions {
   const { secret, shared } = sessionSecretOf(deps.consoleSecret, deps.adminToken);
-  if (!shared) app.log.warn('neither NOVA_CONSOLE_SECRET nor NOVA_ADMIN_TOKEN is set: console sessions hold on this replica only');
+  // Info, as the admin API's absence is: one replica needs nothing more, several need the shared secret.
+  if (!shared) app.log.info('neither NOVA_CONSOLE_SECRET nor NOVA_ADMIN_TOKEN is set: console sessions hold on this replica only');
   return new ConsoleSessions({ secret, adminToken: deps.adminToken, ttlMs: config.console.session_ttl_seconds * 1000, now });
 }
 
