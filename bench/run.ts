@@ -432,11 +432,6 @@ async function main() {
   console.log(NODE.note ?? `processes under test on Node ${NODE.version} (the image's; BENCH_NODE=current for this script's ${process.version})`);
   console.log(`cpuidle driver: ${IDLE.cpuidle_driver ?? 'unknown'}; guest_halt_poll_ns: ${IDLE.guest_halt_poll_ns ?? 'none'}`);
   build(ROOT, BUILD_DIR);
-  // The gateway reads its version from the package.json of its build's root, which it finds only
-  // beside a directory named dist (packageVersion, src/server.ts): with tracing on it exits at
-  // start without one, so the bench's build gets the name, version and module type it needs.
-  const { name, version, type } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>;
-  writeFileSync(join(ROOT, BUILD_DIR, 'package.json'), `${JSON.stringify({ name, version, type })}\n`);
 
   const redis = await RedisProcess.start();
   stopRedis = () => redis.stop();

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -29,11 +29,13 @@ async function listening<T>(what: string, variable: string, host: string, port: 
   }
 }
 
-/** The package's version (the spans' service.version): package.json beside src/ (tsx) or beside dist/ (built). */
+/** The package's version (the spans' service.version): the nearest package.json above this file, wherever it was built. */
 async function packageVersion(): Promise<string> {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const root = basename(dirname(here)) === 'dist' ? join(here, '..', '..') : join(here, '..');
-  return (JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    const text = await readFile(join(dir, 'package.json'), 'utf8').catch(() => null);
+    if (text !== null) return String((JSON.parse(text) as { version?: unknown }).version ?? 'unknown');
+  }
+  return 'unknown';
 }
 
 /** Traces when the OTEL_* variables ask for them (docs/tracing.md); the SDK is loaded only then. */

@@ -91,9 +91,11 @@ export class ModelCall {
     return tracing.startChildSpan(parent, `${this.operation.metricName} ${requestModel}`, 'internal', {
       'gen_ai.operation.name': this.operation.metricName,
       'gen_ai.request.model': requestModel,
-      'nova.model': this.model.id,
+      // The configured id, when the client named an alias.
+      'nova.model': requestModel === this.model.id ? undefined : this.model.id,
       'nova.stream': this.stream,
-      ...(principal ? { 'nova.project.id': principal.projectId, 'nova.api_key.id': principal.keyId } : {}),
+      'nova.project.id': principal?.projectId,
+      'nova.api_key.id': principal?.keyId,
       'nova.admission.outcome': 'admitted',
     });
   }
@@ -102,11 +104,11 @@ export class ModelCall {
   private traced(attempt: Attempt, headers: Record<string, string> | undefined): Record<string, string> | undefined {
     const target = attempt.target;
     if (!this.span || target.kind !== 'http') return headers;
-    const [address, port] = target.label.split(':');
+    const colon = target.label.lastIndexOf(':');
     attempt.span = this.ctx.tracing!.startChildSpan(this.span, 'POST', 'client', {
       'http.request.method': 'POST',
-      'server.address': address,
-      ...(port ? { 'server.port': Number(port) } : {}),
+      'server.address': target.label.slice(0, colon),
+      'server.port': Number(target.label.slice(colon + 1)),
       'gen_ai.request.model': target.upstreamModel,
       'nova.target_index': attempt.index,
     });
@@ -312,12 +314,12 @@ export class ModelCall {
     span.setAttributes({
       'gen_ai.usage.input_tokens': charged.prompt_tokens,
       'gen_ai.usage.output_tokens': charged.completion_tokens,
+      'gen_ai.response.model': target && this.upstreamModelOf(target),
+      'gen_ai.response.finish_reasons': result.finishReasons,
+      // The attempt span names the target; false here: charged as reserved (no usable usage).
       'nova.usage.reported': reported,
-      'nova.outcome': result.outcome,
-      ...(target ? { 'gen_ai.response.model': this.upstreamModelOf(target), 'nova.upstream': target.label } : {}),
-      ...(result.finishReasons ? { 'gen_ai.response.finish_reasons': result.finishReasons } : {}),
+      'error.type': result.outcome === 'completed' ? undefined : result.outcome,
     });
-    if (result.outcome !== 'completed') span.setAttribute('error.type', result.outcome);
     if (result.failed) span.setStatus({ code: SpanStatusCode.ERROR });
     if (result.attempt?.span?.isRecording()) endAttemptSpan(result.attempt.span, result.outcome);
     span.end();
@@ -325,12 +327,8 @@ export class ModelCall {
 }
 
 function endAttemptSpan(span: Span, outcome: string): void {
-  if (/^\d{3}$/.test(outcome)) {
-    span.setAttribute('http.response.status_code', Number(outcome));
-    if (outcome >= '500') span.setStatus({ code: SpanStatusCode.ERROR });
-  } else {
-    span.setAttribute('error.type', outcome);
-    span.setStatus({ code: SpanStatusCode.ERROR });
-  }
+  const status = /^\d{3}$/.test(outcome) ? Number(outcome) : null;
+  span.setAttributes(status === null ? { 'error.type': outcome } : { 'http.response.status_code': status });
+  if (status === null || status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
   span.end();
 }

@@ -36,9 +36,16 @@ export async function admitRequest(ctx: AppContext, request: FastifyRequest, rep
     // A key with limits of its own is decided at both levels in the same call; one without costs nothing more.
     const decision = await ctx.admission.admit(projectId, charge, limited ? keyId : undefined);
     reply.headers(rateLimitHeaders(decision, window, burstWindow));
-    request.traceSpan?.setAttributes(
-      decision.allowed ? { 'nova.admission.outcome': 'admitted' } : { 'nova.admission.outcome': 'refused', 'nova.admission.refused_by': decision.refusedBy ?? 'requests', 'nova.admission.level': decision.level ?? 'project' },
-    );
+    // An admitted request's outcome, project and key are on its model-call span (src/model-call/model-call.ts).
+    if (!decision.allowed) {
+      request.traceSpan?.setAttributes({
+        'nova.admission.outcome': 'refused',
+        'nova.admission.refused_by': decision.refusedBy ?? 'requests',
+        'nova.admission.level': decision.level ?? 'project',
+        'nova.project.id': projectId,
+        'nova.api_key.id': keyId,
+      });
+    }
     if (speaksAnthropic(request)) reply.headers(anthropicRateLimitHeaders(decision, ctx.now()));
     if (!decision.allowed) {
       // Counted in the usage buckets by the limit's kind, not in `requests` (admitted ones only).

@@ -19,7 +19,6 @@ export function installRequestSpans(app: FastifyInstance, tracing: Tracing): voi
     request.traceSpan = tracing.startServerSpan(request.method, request.headers, {
       'http.request.method': request.method,
       'url.path': pathOf(request.url),
-      'url.scheme': request.protocol,
       'client.address': request.ip,
     });
     reply.raw.once('close', () => endServerSpan(request, reply));
@@ -27,18 +26,21 @@ export function installRequestSpans(app: FastifyInstance, tracing: Tracing): voi
   });
 }
 
+/**
+ * One setAttributes call: the SDK checks each call's attributes, so fewer calls cost less. The
+ * project and key are on the model-call span, or on a refusal's server span (src/routes/admission-hook.ts).
+ */
 function endServerSpan(request: FastifyRequest, reply: FastifyReply): void {
   const span = request.traceSpan!;
   const route = request.routeOptions.url;
-  if (route !== undefined) {
-    span.updateName(`${request.method} ${route}`);
-    span.setAttribute('http.route', route);
-  }
   const status = reply.raw.statusCode;
-  span.setAttribute('http.response.status_code', status);
-  if (request.principal) span.setAttributes({ 'nova.project.id': request.principal.projectId, 'nova.api_key.id': request.principal.keyId });
-  if (!reply.raw.writableEnded) span.setAttributes({ 'error.type': 'client_closed' });
-  else if (status >= 500) span.setAttributes({ 'error.type': String(status) });
-  if (status >= 500 || !reply.raw.writableEnded) span.setStatus({ code: SpanStatusCode.ERROR });
+  const closed = !reply.raw.writableEnded;
+  if (route !== undefined) span.updateName(`${request.method} ${route}`);
+  span.setAttributes({
+    'http.route': route,
+    'http.response.status_code': status,
+    'error.type': closed ? 'client_closed' : status >= 500 ? String(status) : undefined,
+  });
+  if (status >= 500 || closed) span.setStatus({ code: SpanStatusCode.ERROR });
   span.end();
 }
