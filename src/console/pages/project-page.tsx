@@ -1,4 +1,4 @@
-import { useCallback } from 'react';
+import { useCallback, useState } from 'react';
 import type { ConsoleApi } from '../api/client.js';
 import type { Session } from '../api/types.js';
 import { Empty, ErrorMessage, Loading } from '../components/error-message.js';
@@ -31,6 +31,12 @@ export function ProjectPage({ api, session, projectId, tab }: { api: ConsoleApi;
 function OwnProjectPage({ api, session, projectId, tab }: { api: ConsoleApi; session: Session; projectId: string; tab: ProjectTab }) {
   const load = useCallback(() => api.getProject(projectId), [api, projectId]);
   const project = useLoad(load);
+  // Kept here: a save changes updated_at, which remounts the panel (its fields then show what was stored).
+  const [saved, setSaved] = useState(false);
+  const onSaved = () => {
+    setSaved(true);
+    project.reload();
+  };
   return (
     <>
       <h1>{project.data ? `Project “${project.data.name}”` : 'Project'}</h1>
@@ -46,7 +52,7 @@ function OwnProjectPage({ api, session, projectId, tab }: { api: ConsoleApi; ses
         <>
           {project.error && <ErrorMessage error={project.error} what="this project" />}
           {project.loading && !project.data && <Loading what="the project" />}
-          {project.data && <SettingsPanel key={project.data.updated_at} api={api} session={session} project={project.data} onSaved={project.reload} />}
+          {project.data && <SettingsPanel key={project.data.updated_at} api={api} session={session} project={project.data} saved={saved} onSaved={onSaved} />}
         </>
       )}
       {tab === 'keys' && <KeysPanel api={api} session={session} projectId={projectId} />}

@@ -10,7 +10,7 @@ import { POLICY_FIELDS, policyChanges, policyText, type PolicyText } from './pol
  * A project's settings: the admin sets its policy, ceilings and priority; a key with project:write
  * its name, environment and rate limits (within the ceilings); anyone else reads them.
  */
-export function SettingsPanel({ api, session, project, onSaved }: { api: ConsoleApi; session: Session; project: Project; onSaved: () => void }) {
+export function SettingsPanel({ api, session, project, saved, onSaved }: { api: ConsoleApi; session: Session; project: Project; saved: boolean; onSaved: () => void }) {
   const admin = session.role === 'admin';
   const writer = !admin && can(session, 'project:write');
   const [name, setName] = useState(project.name);
@@ -18,12 +18,10 @@ export function SettingsPanel({ api, session, project, onSaved }: { api: Console
   const [policy, setPolicy] = useState(() => policyText(project.rate_limits));
   const [ceilings, setCeilings] = useState(() => policyText(project.ceilings));
   const [priority, setPriority] = useState<Priority | ''>(project.priority ?? '');
-  const [status, setStatus] = useState<string | null>(null);
   const [error, setError] = useState<Error | null>(null);
 
   const save = async (event: React.FormEvent) => {
     event.preventDefault();
-    setStatus(null);
     try {
       if (writer && (name !== project.name || environment !== (project.environment ?? ''))) {
         await api.updateSettings(project.id, { name: name.trim(), environment: environment.trim() || null });
@@ -37,7 +35,6 @@ export function SettingsPanel({ api, session, project, onSaved }: { api: Console
       };
       if (Object.keys(patch).length > 0) await api.updatePolicy(project.id, patch);
       setError(null);
-      setStatus('Saved.');
       onSaved();
     } catch (caught) {
       setError(caught as Error);
@@ -72,7 +69,7 @@ export function SettingsPanel({ api, session, project, onSaved }: { api: Console
       <PolicyFieldset legend="Rate limits and budgets (empty: none)" prefix="policy" values={policy} onChange={setPolicy} disabled={!editable} />
       <PolicyFieldset legend="Ceilings: the most the project's own keys may set (empty: none)" prefix="ceiling" values={ceilings} onChange={setCeilings} disabled={!admin} optional />
       {error && <ErrorMessage error={error} />}
-      {status && <p role="status">{status}</p>}
+      {saved && <p role="status">Saved.</p>}
       {editable && (
         <button type="submit" className="primary">
           Save settings
