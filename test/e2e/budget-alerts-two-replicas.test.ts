@@ -133,7 +133,7 @@ describe('budget alerts: two processes on one Redis', () => {
     expect(day).toBe(dayBefore);
 
     // Three crossings of the key's budget and one of the project's.
-    await until(() => ofProject(hooks, owner.projectId).length >= 4, 20_000);
+    await until(() => ofProject(hooks, owner.projectId).length >= 4, 40_000);
     await sleep(STRAYS_MS);
     const received = ofProject(hooks, owner.projectId);
     const events = received.map((hook) => verified(hook, SECRET));
@@ -159,7 +159,7 @@ describe('budget alerts: two processes on one Redis', () => {
     // The delivery log agrees: four deliveries to the config webhook, each delivered at its first attempt.
     const log = await deliveries(pair.b, owner.projectId);
     expect(log.map((delivery) => [delivery.status, delivery.attempts, delivery.last_status_code])).toEqual(Array.from({ length: 4 }, () => ['delivered', 1, 200]));
-  }, 60_000);
+  }, 90_000);
 
   it('a Slack webhook added through the admin API is told its threshold as {"text": …}', async () => {
     await clearOfMidnight();

@@ -239,6 +239,8 @@ usage:
     }
     expect(status).toBe(401);
     expect(Date.now() - revokedAt).toBeLessThan(2_000);
+    // The list reloads after the notice shows; wait for the row to go (it fails at the timeout if it stays).
+    await admin.getByRole('row').filter({ hasText: 'ci key' }).waitFor({ state: 'detached', timeout: 10_000 });
     expect(await admin.getByRole('row').filter({ hasText: 'ci key' }).count()).toBe(0);
   });
 
