@@ -1,4 +1,4 @@
-import type { AttributeValue, Attributes, HrTime } from '@opentelemetry/api';
+import type { AttributeValue, Attributes, HrTime, SpanContext } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 
 /**
@@ -78,15 +78,7 @@ function writeSpan(writer: ProtoWriter, span: ReadableSpan): void {
   const parent = span.parentSpanContext;
   writer.tag(2, LEN);
   const start = writer.open();
-  writer.tag(1, LEN);
-  writer.hexId(context.traceId);
-  writer.tag(2, LEN);
-  writer.hexId(context.spanId);
-  const traceState = context.traceState?.serialize();
-  if (traceState) {
-    writer.tag(3, LEN);
-    writer.string(traceState);
-  }
+  writeContext(writer, context);
   if (parent?.spanId) {
     writer.tag(4, LEN);
     writer.hexId(parent.spanId);
@@ -120,15 +112,7 @@ function writeSpan(writer: ProtoWriter, span: ReadableSpan): void {
   for (const link of span.links) {
     writer.tag(13, LEN);
     const linkStart = writer.open();
-    writer.tag(1, LEN);
-    writer.hexId(link.context.traceId);
-    writer.tag(2, LEN);
-    writer.hexId(link.context.spanId);
-    const linkState = link.context.traceState?.serialize();
-    if (linkState) {
-      writer.tag(3, LEN);
-      writer.string(linkState);
-    }
+    writeContext(writer, link.context);
     if (link.attributes) writeAttributes(writer, link.attributes, 4);
     writer.tag(5, VARINT);
     writer.varint(link.droppedAttributesCount ?? 0);
@@ -150,6 +134,19 @@ function writeSpan(writer: ProtoWriter, span: ReadableSpan): void {
   writer.tag(16, I32);
   writer.fixed32(flagsOf(context.traceFlags, parent?.isRemote));
   writer.close(start);
+}
+
+/** A span context's trace id, span id and trace state: fields 1 to 3 of a Span and of a Link alike. */
+function writeContext(writer: ProtoWriter, context: SpanContext): void {
+  writer.tag(1, LEN);
+  writer.hexId(context.traceId);
+  writer.tag(2, LEN);
+  writer.hexId(context.spanId);
+  const traceState = context.traceState?.serialize();
+  if (traceState) {
+    writer.tag(3, LEN);
+    writer.string(traceState);
+  }
 }
 
 const flagsOf = (traceFlags: number, isRemote: boolean | undefined) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
