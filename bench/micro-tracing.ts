@@ -37,7 +37,8 @@ const tracing = await startTracing({ protocol: 'http/protobuf', sampler: { name:
 
 const headers = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', host: '127.0.0.1:8080' };
 function oneRequest(i: number): void {
-  const server = tracing.startServerSpan('POST', headers, { 'http.request.method': 'POST', 'url.path': '/v1/chat/completions', 'client.address': '127.0.0.1' });
+  const server = tracing.startServerSpan('POST', headers);
+  server.setAttributes({ 'http.request.method': 'POST', 'url.path': '/v1/chat/completions', 'client.address': '127.0.0.1' });
   const call = tracing.startChildSpan(server, 'chat bench-1', 'internal', {
     'gen_ai.operation.name': 'chat',
     'gen_ai.request.model': 'bench-1',

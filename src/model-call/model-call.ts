@@ -83,7 +83,8 @@ export class ModelCall {
     request.reservation?.claim();
     const sent = (request.body as { model?: unknown } | undefined)?.model;
     this.answerModel = typeof sent === 'string' && sent !== model.id ? ByteToken.quoted(sent) : model.idJson;
-    this.span = ctx.tracing && request.traceSpan ? this.startSpan(ctx.tracing, request.traceSpan, typeof sent === 'string' ? sent : model.id) : null;
+    // A request its sampler left out gets no spans of its own; its attempts still pass the trace on.
+    this.span = ctx.tracing && request.traceSpan?.isRecording() ? this.startSpan(ctx.tracing, request.traceSpan, typeof sent === 'string' ? sent : model.id) : null;
   }
 
   private startSpan(tracing: Tracing, parent: Span, requestModel: string): Span {
@@ -100,20 +101,27 @@ export class ModelCall {
     });
   }
 
-  /** A client span per upstream attempt, its `traceparent` in the attempt's headers, so the backend's own spans join the trace. */
+  /**
+   * A client span per upstream attempt, its `traceparent` in the attempt's headers, so the backend's
+   * own spans join the trace; for a request left out of sampling, the server span's (not sampled),
+   * so the backend leaves it out too.
+   */
   private traced(attempt: Attempt, headers: Record<string, string> | undefined): Record<string, string> | undefined {
     const target = attempt.target;
-    if (!this.span || target.kind !== 'http') return headers;
-    const colon = target.label.lastIndexOf(':');
-    attempt.span = this.ctx.tracing!.startChildSpan(this.span, 'POST', 'client', {
-      'http.request.method': 'POST',
-      'server.address': target.label.slice(0, colon),
-      'server.port': Number(target.label.slice(colon + 1)),
-      'gen_ai.request.model': target.upstreamModel,
-      'nova.target_index': attempt.index,
-    });
+    const serverSpan = this.request.traceSpan;
+    if (!this.ctx.tracing || !serverSpan || target.kind !== 'http') return headers;
+    if (this.span) {
+      const colon = target.label.lastIndexOf(':');
+      attempt.span = this.ctx.tracing.startChildSpan(this.span, 'POST', 'client', {
+        'http.request.method': 'POST',
+        'server.address': target.label.slice(0, colon),
+        'server.port': Number(target.label.slice(colon + 1)),
+        'gen_ai.request.model': target.upstreamModel,
+        'nova.target_index': attempt.index,
+      });
+    }
     const traced = { ...headers };
-    this.ctx.tracing!.inject(attempt.span, traced);
+    this.ctx.tracing.inject(attempt.span ?? serverSpan, traced);
     return traced;
   }
 
@@ -147,7 +155,7 @@ export class ModelCall {
         if (!this.sent) this.span?.setAttribute('nova.queue.wait_ms', Math.round((performance.now() - queuedSince) * 1000) / 1000);
         this.sent = true;
         const body = this.bounded(this.withPriority(bodyFor(this.upstreamModelOf(target))));
-        return callTarget(target, path, this.model.id, body, this.span ? { ...options, headers: this.traced(attempt, options.headers) } : options);
+        return callTarget(target, path, this.model.id, body, this.request.traceSpan ? { ...options, headers: this.traced(attempt, options.headers) } : options);
       },
       options,
       this.fallbackEvents,

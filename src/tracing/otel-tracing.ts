@@ -73,9 +73,9 @@ export async function startTracing(
   // Attributes go on after the start: the SDK checks a start's attributes twice (for the sampler, then
   // for the span), setAttributes once, and the samplers here read none.
   return {
-    startServerSpan(name, headers, attributes) {
+    startServerSpan(name, headers) {
       const parent = headers.traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-      return tracer.startSpan(name, { kind: SpanKind.SERVER }, parent).setAttributes(attributes);
+      return tracer.startSpan(name, { kind: SpanKind.SERVER }, parent);
     },
     startChildSpan(parent, name, kind, attributes: Attributes): Span {
       return tracer.startSpan(name, { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL }, trace.setSpan(ROOT_CONTEXT, parent)).setAttributes(attributes);

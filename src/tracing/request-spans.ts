@@ -16,12 +16,14 @@ const pathOf = (url: string) => {
 export function installRequestSpans(app: FastifyInstance, tracing: Tracing): void {
   app.decorateRequest('traceSpan', null);
   app.addHook('onRequest', (request, reply, done) => {
-    request.traceSpan = tracing.startServerSpan(request.method, request.headers, {
-      'http.request.method': request.method,
-      'url.path': pathOf(request.url),
-      'client.address': request.ip,
-    });
-    reply.raw.once('close', () => endServerSpan(request, reply));
+    const span = tracing.startServerSpan(request.method, request.headers);
+    request.traceSpan = span;
+    // A span its sampler left out still carries the trace's ids (the access log's, the upstream's
+    // `traceparent`), but nothing is worth building for it.
+    if (span.isRecording()) {
+      span.setAttributes({ 'http.request.method': request.method, 'url.path': pathOf(request.url), 'client.address': request.ip });
+      reply.raw.once('close', () => endServerSpan(request, reply));
+    }
     done();
   });
 }

@@ -7,7 +7,7 @@ import type { Attributes, Span } from '@opentelemetry/api';
  */
 export interface Tracing {
   /** The server span of an incoming request, continuing its `traceparent` when it has one. */
-  startServerSpan(name: string, headers: IncomingHttpHeaders, attributes: Attributes): Span;
+  startServerSpan(name: string, headers: IncomingHttpHeaders): Span;
   /** A span under `parent`: a model call (internal) or an upstream attempt (client). */
   startChildSpan(parent: Span, name: string, kind: 'internal' | 'client', attributes: Attributes): Span;
   /** Writes `span`'s `traceparent` (and `tracestate`) into outgoing headers, so the backend's spans join the trace. */

@@ -46,6 +46,7 @@ const attributesOf = (span: OtlpSpan) =>
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
+const UNSAMPLED_TRACE_ID = '5cf92f3577b34da6a3ce929d0e0e4737';
 
 describe('traces of a model request (OTLP/HTTP JSON to an in-process receiver)', () => {
   let receiver: Awaited<ReturnType<typeof otlpReceiver>>;
@@ -78,17 +79,18 @@ describe('traces of a model request (OTLP/HTTP JSON to an in-process receiver)',
   });
 
   it('joins the client, the gateway and the upstream in one trace, with the GenAI attributes, and logs the trace id', async () => {
-    const response = await test.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: { ...project.auth, traceparent: `00-${TRACE_ID}-${CLIENT_SPAN}-01` },
-      payload: { model: 'fake-1', messages: [{ role: 'user', content: 'hi' }] },
-    });
+    const chat = (auth: Record<string, string>, traceparent?: string) =>
+      test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...auth, ...(traceparent && { traceparent }) }, payload: { model: 'fake-1', messages: [{ role: 'user', content: 'hi' }] } });
+    const response = await chat(project.auth, `00-${TRACE_ID}-${CLIENT_SPAN}-01`);
     expect(response.statusCode).toBe(200);
     // A refusal: two requests a minute, no burst.
-    await test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: project.auth, payload: { model: 'fake-1', messages: [] } });
-    const refused = await test.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: project.auth, payload: { model: 'fake-1', messages: [] } });
+    await chat(project.auth);
+    const refused = await chat(project.auth);
     expect(refused.statusCode).toBe(429);
+    // One its client left out of sampling (flags 00), through a project with room.
+    const roomy = await createProject(test.app, { name: 'unsampled', requests_per_minute: 100 });
+    const unsampled = await chat(roomy.auth, `00-${UNSAMPLED_TRACE_ID}-${CLIENT_SPAN}-00`);
+    expect(unsampled.statusCode).toBe(200);
     await tracing.shutdown();
 
     const inTrace = receiver.spans.filter((span) => span.traceId === TRACE_ID);
@@ -125,6 +127,15 @@ describe('traces of a model request (OTLP/HTTP JSON to an in-process receiver)',
     const access = lines.find((line) => line.msg === 'request completed' && line.route === '/v1/chat/completions' && line.status_code === 200)!;
     expect(access).toMatchObject({ trace_id: TRACE_ID, span_id: server.spanId });
     expect(JSON.stringify(receiver.spans)).not.toContain(project.secret);
+
+    // Left out of sampling: no span exported, but the trace goes on to the upstream, not sampled,
+    // under the gateway's own span id, the one its access line names.
+    expect(receiver.spans.filter((span) => span.traceId === UNSAMPLED_TRACE_ID)).toEqual([]);
+    const unsampledLine = lines.find((line) => line.msg === 'request completed' && line.trace_id === UNSAMPLED_TRACE_ID)!;
+    expect(unsampledLine.span_id).toMatch(/^[0-9a-f]{16}$/);
+    expect(unsampledLine.span_id).not.toBe(CLIENT_SPAN);
+    const passedOn = upstream.requests.filter((request) => String(request.headers.traceparent).includes(UNSAMPLED_TRACE_ID));
+    expect(passedOn.map((request) => request.headers.traceparent)).toEqual([`00-${UNSAMPLED_TRACE_ID}-${String(unsampledLine.span_id)}-00`]);
   });
 });
 
